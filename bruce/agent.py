@@ -1,0 +1,120 @@
+"""run_agent_loop: the bounded tool-calling loop. It takes its collaborators as arguments and
+owns no state between turns.
+
+Ceilings: at most ``max_turns`` model calls may use tools; after that one last call is made
+with tools disabled, and its text is the answer. A model that repeats an identical call
+(same tool, same arguments) is stopped early: the repeat is not executed, the model is told
+why, and the last call is made at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from bruce.contracts import ToolCall, ToolResult
+from bruce.turn import TurnScope
+
+__all__ = ["run_agent_loop", "TurnResult", "LLM", "Tools"]
+
+log = structlog.get_logger(__name__)
+
+CEILING_NOTE = (
+    "You have used every tool call this turn allows. Do not call tools. Answer the user now "
+    "with what the tool results above show, and say plainly what is still undone."
+)
+AFTER_REPEAT_NOTE = (
+    "Repeating the same tool call will not help. Do not call tools. Answer the user now with "
+    "what the tool results above show, and say plainly what is still undone."
+)
+REPEAT_NOTE = (
+    "Not executed: you already called {name} with exactly these arguments in this turn, and its "
+    "result is above. Do not repeat it. Answer the user with what you have."
+)
+
+
+class LLM(Protocol):
+    async def complete(
+        self, messages: list[dict[str, Any]], *, scope: TurnScope, tools: list[dict[str, Any]] | None = None,
+    ) -> Any: ...
+
+
+class Tools(Protocol):
+    def definitions(self) -> list[dict[str, Any]]: ...
+
+    async def execute(self, call: ToolCall, scope: TurnScope) -> ToolResult: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    text: str
+    llm_turns: int
+    tool_results: tuple[ToolResult, ...]
+    hit_ceiling: bool
+    stopped_repeat: bool
+
+
+def _signature(call: ToolCall) -> tuple[str, str]:
+    try:
+        canonical = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True)
+    except json.JSONDecodeError:
+        canonical = call.arguments
+    return call.name, canonical
+
+
+def _tool_message(call: ToolCall, content: Any) -> dict[str, Any]:
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
+    return {"role": "tool", "tool_call_id": call.id, "content": text}
+
+
+async def run_agent_loop(
+    llm: LLM,
+    registry: Tools,
+    system_prompt: str,
+    history: list[dict[str, Any]],
+    max_turns: int = 5,
+    *,
+    scope: TurnScope,
+) -> TurnResult:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}, *history]
+    definitions = registry.definitions() or None
+    seen: set[tuple[str, str]] = set()
+    results: list[ToolResult] = []
+    repeated = False
+    for turn in range(1, max_turns + 1):
+        reply = await llm.complete(messages, scope=scope, tools=definitions)
+        if not reply.tool_calls:
+            return TurnResult((reply.text or "").strip(), turn, tuple(results), False, False)
+        messages.append(reply.as_message())
+        fresh: list[ToolCall] = []
+        for call in reply.tool_calls:
+            if _signature(call) not in seen:
+                seen.add(_signature(call))
+                fresh.append(call)
+        fresh_ids = {c.id for c in fresh}
+        executed = await asyncio.gather(*(registry.execute(c, scope) for c in fresh))
+        by_id = {r.call_id: r for r in executed}
+        for call in reply.tool_calls:
+            result = by_id.get(call.id) if call.id in fresh_ids else None
+            if result is None:
+                repeated = True
+                log.info("agent.repeat_stopped", tool=call.name)
+                messages.append(_tool_message(call, {"ok": False, "status": "repeated", "error": REPEAT_NOTE.format(name=call.name)}))
+            else:
+                messages.append(_tool_message(call, result.for_model()))
+        results.extend(executed)
+        if repeated:
+            break
+    else:
+        turn = max_turns
+    hit_ceiling = not repeated
+    if hit_ceiling:
+        log.info("agent.ceiling_hit", max_turns=max_turns)
+    messages.append({"role": "system", "content": AFTER_REPEAT_NOTE if repeated else CEILING_NOTE})
+    final = await llm.complete(messages, scope=scope, tools=None)
+    text = (final.text or "").strip() or "I could not finish this within the steps I'm allowed."
+    return TurnResult(text, turn + 1, tuple(results), hit_ceiling, repeated)

@@ -1,0 +1,115 @@
+"""The one place that wires Bruce together: config in, a running App out.
+
+Channels and tools are chosen here by name; nothing else in ``bruce`` imports them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import structlog
+
+from bruce.channel import Channel
+from bruce.clock import Clock, SystemClock
+from bruce.config import Config
+from bruce.llm import LLMService
+from bruce.log import Redactor
+from bruce.registry import ToolRegistry
+from bruce.store import Store
+from bruce.worker import Worker, WorkerSettings
+from tools.builtin import builtin_tools
+
+__all__ = ["App", "build_app"]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class App:
+    config: Config
+    clock: Clock
+    store: Store
+    llm: LLMService
+    registry: ToolRegistry
+    worker: Worker
+    channels: dict[str, Channel] = field(default_factory=dict)
+
+    def warnings(self) -> list[str]:
+        """What is missing for Bruce to be useful, each with how to fix it."""
+        notes = []
+        hint = self.llm.missing_configuration()
+        if hint:
+            notes.append(hint)
+        remote = [n for n in self.channels if n != "console"]
+        if not remote:
+            notes.append(
+                "No chat channel is enabled. Set channels.telegram.enabled: true with "
+                "TELEGRAM_BOT_TOKEN, or channels.discord.enabled: true with DISCORD_BOT_TOKEN; "
+                "meanwhile `bruce chat` talks to Bruce in this terminal."
+            )
+        return notes
+
+    async def start(self) -> None:
+        for channel in self.channels.values():
+            await channel.start(self.worker.deliver)
+        log.info("app.started", channels=sorted(self.channels), model=self.config.llm.model)
+        for note in self.warnings():
+            log.warning("app.setup_incomplete", hint=note)
+        await self.worker.recover()
+
+    async def stop(self) -> None:
+        await self.worker.close(self.config.assistant.shutdown_timeout_s)
+        for channel in self.channels.values():
+            await channel.stop()
+        await self.store.close()
+        log.info("app.stopped")
+
+
+async def build_app(
+    config: Config,
+    *,
+    clock: Clock | None = None,
+    environ: Mapping[str, str] | None = None,
+    redactor: Redactor | None = None,
+    extra_channels: list[Channel] | None = None,
+) -> App:
+    clock = clock or SystemClock()
+    environ = os.environ if environ is None else environ
+    redactor = redactor or Redactor(config.secrets())
+    store = await Store.open(config.storage.path, clock)
+    llm = LLMService(config.llm, store=store, clock=clock, environ=environ)
+    registry = ToolRegistry(
+        store=store,
+        clock=clock,
+        zone=config.assistant.zone,
+        default_timeout_s=config.tools.timeout_s,
+        audit_output_max_chars=config.tools.audit_output_max_chars,
+        redactor=redactor,
+    )
+    registry.register_all(builtin_tools(config))
+    channels: dict[str, Channel] = {c.name: c for c in extra_channels or []}
+    a = config.assistant
+    worker = Worker(
+        store=store,
+        llm=llm,
+        registry=registry,
+        clock=clock,
+        settings=WorkerSettings(
+            name=a.name,
+            system_prompt=a.system_prompt,
+            zone=a.zone,
+            max_turns=a.max_turns,
+            history_limit=a.history_limit,
+            summary_batch=a.summary_batch,
+            recovery_max_age_s=a.recovery_max_age_s,
+            admin_base_url=config.admin.base_url,
+        ),
+        channels=channels,
+        allow_lists={
+            "telegram": frozenset(config.channels.telegram.allowed_users),
+            "discord": frozenset(config.channels.discord.allowed_users),
+        },
+    )
+    return App(config=config, clock=clock, store=store, llm=llm, registry=registry, worker=worker, channels=channels)

@@ -1,0 +1,149 @@
+"""The ``bruce`` command: run, chat, tools, config check.
+
+Errors a user can cause (a bad config, a locked database) end with one clear message and a
+non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import structlog
+
+from bruce.config import Config, default_config_path, load_config
+from bruce.errors import BruceError, ConfigError
+from bruce.log import Redactor, configure_logging
+
+__all__ = ["main"]
+
+log = structlog.get_logger(__name__)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bruce", description="Bruce, a self-hosted personal assistant.")
+    parser.add_argument("--config", type=Path, default=None, help="config file (default: $BRUCE_CONFIG or ./config.yml)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("run", help="start the daemon")
+    sub.add_parser("chat", help="chat with Bruce in this terminal")
+    tools = sub.add_parser("tools", help="list the registered tool contracts")
+    tools_sub = tools.add_subparsers(dest="tools_command")
+    show = tools_sub.add_parser("show", help="print one tool contract as JSON")
+    show.add_argument("name")
+    config = sub.add_parser("config", help="configuration commands")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    config_sub.add_parser("check", help="validate the config and exit")
+    return parser
+
+
+def _load(args: argparse.Namespace) -> Config:
+    return load_config(args.config or default_config_path())
+
+
+async def _serve(config: Config, redactor: Redactor) -> None:
+    from bruce.app import build_app
+
+    app = await build_app(config, redactor=redactor)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await app.start()
+        await stop.wait()
+        log.info("app.stopping")
+    finally:
+        await app.stop()
+
+
+async def _chat(config: Config, redactor: Redactor) -> None:
+    from bruce.app import build_app
+    from bruce.clock import SystemClock
+    from channels.console import ConsoleChannel
+
+    clock = SystemClock()
+    console = ConsoleChannel(clock=clock, assistant_name=config.assistant.name)
+    app = await build_app(config, clock=clock, redactor=redactor, extra_channels=[console])
+    try:
+        await app.start()
+        hint = app.llm.missing_configuration()
+        if hint:
+            print(f"Note: {hint}", file=sys.stderr)
+        await console.interact()
+    finally:
+        await app.stop()
+
+
+def _tools_table(config: Config) -> list[dict[str, object]]:
+    from tools.builtin import builtin_tools
+
+    return [
+        {
+            "name": c.name,
+            "risk": str(c.risk),
+            "autonomous": c.autonomous,
+            "confirmation": c.confirmation,
+            "dry_run": str(c.dry_run),
+            "idempotent": c.idempotent,
+        }
+        for c, _ in sorted(builtin_tools(config), key=lambda t: t[0].name)
+    ]
+
+
+def _print_tools(config: Config, name: str | None) -> int:
+    from tools.builtin import builtin_tools
+
+    if name:
+        for contract, _ in builtin_tools(config):
+            if name in (contract.name, contract.wire_name):
+                print(json.dumps(asdict(contract), indent=2, default=str))
+                return 0
+        print(f"bruce: no tool named {name!r}", file=sys.stderr)
+        return 1
+    rows = _tools_table(config)
+    headers = list(rows[0]) if rows else []
+    widths = {h: max(len(h), *(len(str(r[h]).lower()) for r in rows)) for h in headers}
+    print("  ".join(h.upper().ljust(widths[h]) for h in headers))
+    for row in rows:
+        print("  ".join(str(row[h]).lower().ljust(widths[h]) for h in headers))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    args = _parser().parse_args(argv)
+    try:
+        config = _load(args)
+    except ConfigError as exc:
+        print(f"bruce: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "config":
+        print(f"config ok: {args.config or default_config_path()}")
+        return 0
+    if args.command == "tools":
+        return _print_tools(config, getattr(args, "name", None))
+    chat = args.command == "chat"
+    redactor = configure_logging(
+        level="error" if chat else config.logging.level,
+        fmt=config.logging.format,
+        redactor=Redactor(config.secrets()),
+    )
+    try:
+        asyncio.run(_chat(config, redactor) if chat else _serve(config, redactor))
+    except BruceError as exc:
+        print(f"bruce: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

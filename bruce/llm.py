@@ -1,0 +1,243 @@
+"""The language model, through litellm. The only module that imports litellm.
+
+``LLMService.complete`` tries the primary model with retries and backoff on rate limits,
+server errors and time-outs, then each fallback in order. Every attempt, good or bad, is one
+``llm_calls`` row. When nothing answers it raises ``LLMUnavailable``; when no key or endpoint
+is configured it raises ``LLMNotConfigured`` without touching the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from bruce.clock import Clock
+from bruce.config import LLMConfig, ModelEndpoint
+from bruce.contracts import ToolCall
+from bruce.errors import LLMNotConfigured, LLMTimeout, LLMUnavailable
+from bruce.store import LLMCallRecord, Store
+from bruce.turn import TurnScope
+
+__all__ = ["LLMService", "LLMReply", "provider_key_env"]
+
+log = structlog.get_logger(__name__)
+
+_KEY_ENV = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "xai": "XAI_API_KEY",
+    "together_ai": "TOGETHERAI_API_KEY",
+}
+_KEYLESS_PROVIDERS = {"ollama", "ollama_chat", "lm_studio", "llamafile", "vllm", "hosted_vllm"}
+_MAX_BACKOFF_S = 30.0
+
+
+def provider_key_env(model: str) -> str | None:
+    """The environment variable that usually holds the key for ``provider/model``."""
+    provider = model.split("/", 1)[0] if "/" in model else "openai"
+    return _KEY_ENV.get(provider, f"{provider.upper()}_API_KEY" if provider not in _KEYLESS_PROVIDERS else None)
+
+
+def _litellm() -> Any:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    litellm.telemetry = False
+    return litellm
+
+
+@dataclass(frozen=True, slots=True)
+class LLMReply:
+    text: str | None
+    tool_calls: tuple[ToolCall, ...]
+    model: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+    def as_message(self) -> dict[str, Any]:
+        """The assistant message to append to the conversation sent back to the model."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text or ""}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+        return message
+
+
+class _Attempt:
+    """Why one call failed, and whether trying again could help."""
+
+    def __init__(self, status: str, reason: str, retryable: bool) -> None:
+        self.status, self.reason, self.retryable = status, reason, retryable
+
+
+def _classify(exc: BaseException, litellm: Any) -> _Attempt:
+    if isinstance(exc, (TimeoutError, litellm.Timeout)):
+        return _Attempt("timeout", "timed out", True)
+    if isinstance(exc, litellm.RateLimitError):
+        return _Attempt("error", "rate limited (429)", True)
+    if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)):
+        return _Attempt("error", "the API key was rejected", False)
+    if isinstance(exc, (litellm.NotFoundError, litellm.BadRequestError)):
+        status = getattr(exc, "status_code", None)
+        return _Attempt("error", f"request rejected ({status})", False)
+    if isinstance(exc, (litellm.InternalServerError, litellm.ServiceUnavailableError, litellm.APIConnectionError)):
+        status = getattr(exc, "status_code", None)
+        return _Attempt("error", f"provider error ({status or 'connection'})", True)
+    status = getattr(exc, "status_code", None)
+    retryable = isinstance(status, int) and (status == 429 or status >= 500)
+    return _Attempt("error", f"{type(exc).__name__} ({status})" if status else type(exc).__name__, retryable)
+
+
+class LLMService:
+    def __init__(
+        self,
+        config: LLMConfig,
+        *,
+        store: Store,
+        clock: Clock,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._clock = clock
+        self._environ = os.environ if environ is None else environ
+
+    def missing_configuration(self) -> str | None:
+        """A sentence saying what to set when the primary model cannot be reached, else None."""
+        primary = self._config.endpoints()[0]
+        if primary.api_key or primary.api_base:
+            return None
+        env = provider_key_env(primary.model)
+        if env is None or self._environ.get(env):
+            return None
+        return (
+            f"No API key is configured for the language model {primary.model}. "
+            f"Set the environment variable {env} (config: llm.api_key: \"${{{env}}}\"), "
+            "or point llm.api_base at a local OpenAI-compatible server such as Ollama "
+            "(e.g. llm.model: ollama_chat/llama3.2, llm.api_base: http://127.0.0.1:11434)."
+        )
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        scope: TurnScope,
+        tools: list[dict[str, Any]] | None = None,
+        model: str | None = None,
+    ) -> LLMReply:
+        hint = self.missing_configuration()
+        if hint and model is None:
+            raise LLMNotConfigured(hint)
+        litellm = _litellm()
+        endpoints = self._config.endpoints()
+        if model is not None:
+            endpoints = [ModelEndpoint(model=model, api_base=endpoints[0].api_base, api_key=endpoints[0].api_key)]
+        failures: list[tuple[str, str]] = []
+        for endpoint in endpoints:
+            for attempt in range(self._config.num_retries + 1):
+                try:
+                    return await self._call_once(litellm, endpoint, messages, tools, scope)
+                except LLMCallFailed as failed:
+                    outcome = failed.attempt
+                if not outcome.retryable or attempt == self._config.num_retries:
+                    break
+                await asyncio.sleep(min(self._config.retry_backoff_s * 2**attempt, _MAX_BACKOFF_S))
+            failures.append((endpoint.model, outcome.reason))
+            log.warning("llm.model_failed", model=endpoint.model, reason=outcome.reason)
+        raise LLMUnavailable(failures)
+
+    async def _call_once(
+        self,
+        litellm: Any,
+        endpoint: ModelEndpoint,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        scope: TurnScope,
+    ) -> LLMReply:
+        kwargs: dict[str, Any] = {
+            "model": endpoint.model,
+            "messages": messages,
+            "timeout": self._config.timeout_s,
+            "num_retries": 0,
+            "max_retries": 0,
+        }
+        if tools:
+            kwargs["tools"] = tools
+        if endpoint.api_base:
+            kwargs["api_base"] = endpoint.api_base
+        if endpoint.api_key:
+            kwargs["api_key"] = endpoint.api_key.get_secret_value()
+        seq = scope.next_llm_seq()
+        started = self._clock.monotonic()
+        try:
+            async with asyncio.timeout(self._config.timeout_s + 1.0):
+                response = await litellm.acompletion(**kwargs)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # translated right here, at the edge
+            outcome = _classify(exc, litellm)
+            await self._record(scope, seq, endpoint.model, outcome.status, started, error=outcome.reason)
+            log.info("llm.call_failed", model=endpoint.model, seq=seq, reason=outcome.reason,
+                     detail=str(exc)[:300])
+            raise LLMCallFailed(outcome) from exc
+        reply = _parse(response, endpoint.model)
+        cost = _cost(litellm, response)
+        await self._record(
+            scope, seq, endpoint.model, "ok", started,
+            prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost_usd=cost,
+        )
+        return reply
+
+    async def _record(self, scope: TurnScope, seq: int, model: str, status: str, started: float, **fields: Any) -> None:
+        latency_ms = (self._clock.monotonic() - started) * 1000
+        await self._store.record_llm_call(
+            LLMCallRecord(turn_id=scope.turn_id, seq=seq, model=model, status=status, latency_ms=latency_ms, **fields)
+        )
+
+
+class LLMCallFailed(Exception):
+    """One attempt failed; internal to this module."""
+
+    def __init__(self, attempt: _Attempt) -> None:
+        self.attempt = attempt
+        super().__init__(attempt.reason)
+
+
+def _parse(response: Any, model: str) -> LLMReply:
+    message = response.choices[0].message
+    calls = []
+    for i, call in enumerate(getattr(message, "tool_calls", None) or []):
+        arguments = call.function.arguments
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        calls.append(ToolCall(id=call.id or f"call_{i}", name=call.function.name or "", arguments=arguments or "{}"))
+    usage = getattr(response, "usage", None)
+    return LLMReply(
+        text=message.content,
+        tool_calls=tuple(calls),
+        model=model,
+        prompt_tokens=getattr(usage, "prompt_tokens", None),
+        completion_tokens=getattr(usage, "completion_tokens", None),
+    )
+
+
+def _cost(litellm: Any, response: Any) -> float | None:
+    try:
+        cost = litellm.completion_cost(completion_response=response)
+    except Exception:  # unknown model or price: cost stays unknown
+        return None
+    return float(cost) if cost else None

@@ -1,0 +1,113 @@
+"""The four-layer system prompt. Each layer is one small pure function; ``build_system_prompt``
+joins them. Time comes in as an argument (from the injected clock), never from the machine."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+__all__ = [
+    "base_layer",
+    "conversation_context",
+    "temporal_context",
+    "tool_execution_guidelines",
+    "build_system_prompt",
+    "describe_gap",
+]
+
+
+def base_layer(system_prompt: str, *, name: str) -> str:
+    return system_prompt.replace("{name}", name).strip()
+
+
+def conversation_context(summary: str | None) -> str:
+    body = (
+        f"Summary of the earlier part of this conversation:\n{summary.strip()}"
+        if summary and summary.strip()
+        else "No earlier conversation has been summarized yet."
+    )
+    return f"<conversation_context>\n{body}\n</conversation_context>"
+
+
+def describe_gap(gap: timedelta) -> str:
+    """A human phrase for an idle gap: 'just now', '5 minutes', '2 hours 5 minutes', '3 days 4 hours'."""
+    seconds = int(gap.total_seconds())
+    if seconds < 60:
+        return "less than a minute"
+    minutes, _ = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+
+    def unit(n: int, word: str) -> str:
+        return f"{n} {word}{'' if n == 1 else 's'}"
+
+    if days:
+        return unit(days, "day") + (f" {unit(hours, 'hour')}" if hours else "")
+    if hours:
+        return unit(hours, "hour") + (f" {unit(minutes, 'minute')}" if minutes else "")
+    return unit(minutes, "minute")
+
+
+def _utc_offset(moment: datetime) -> str:
+    offset = moment.utcoffset() or timedelta(0)
+    sign = "-" if offset < timedelta(0) else "+"
+    total = abs(int(offset.total_seconds())) // 60
+    return f"UTC{sign}{total // 60:02d}:{total % 60:02d}"
+
+
+def temporal_context(now: datetime, zone: ZoneInfo, previous_message_at: datetime | None) -> str:
+    local = now.astimezone(zone)
+    if previous_message_at is None:
+        gap = "This is the first message of the conversation."
+    else:
+        gap = f"Time since the previous message: {describe_gap(now - previous_message_at)}."
+    lines = [
+        f"Today is {local:%A}, {local:%Y-%m-%d}.",
+        f"Local time: {local:%H:%M} ({_utc_offset(local)}, timezone {zone.key}).",
+        gap,
+        "Resolve relative dates ('tomorrow', 'next Friday') from this date and timezone.",
+    ]
+    return "<temporal_context>\n" + "\n".join(lines) + "\n</temporal_context>"
+
+
+_GUIDELINES = """\
+<tool_execution_guidelines>
+Chaining: a request may need several tools in sequence. Call a tool, read its result, then
+decide the next call; calls that do not depend on each other may be made together. Stop
+calling tools once you can answer.
+Documents: when the user wants a document, page or report, write it as HTML and save it with
+artifact_save; share only the URL that the tool returns.
+Reminders and scheduled jobs: use execution mode "message" when the stored text is enough to
+send as it is ("remind me to call Ana"), and "agent" when the job must think or use tools
+when it fires ("every morning, summarize the weather").
+Honesty rules, strict:
+- Never say you saved, sent, scheduled, wrote or changed anything unless a tool call in this
+  conversation returned success for exactly that action.
+- Never write a URL or file path that no tool returned; never invent an artifact link.
+- If a tool fails, is denied, or awaits the user's approval, say so plainly; an action waiting
+  for approval has NOT happened yet.
+- If you lack a tool for something, say you cannot do it rather than pretending.
+</tool_execution_guidelines>"""
+
+
+def tool_execution_guidelines() -> str:
+    return _GUIDELINES
+
+
+def build_system_prompt(
+    *,
+    system_prompt: str,
+    name: str,
+    summary: str | None,
+    now: datetime,
+    zone: ZoneInfo,
+    previous_message_at: datetime | None,
+) -> str:
+    return "\n\n".join(
+        [
+            base_layer(system_prompt, name=name),
+            conversation_context(summary),
+            temporal_context(now, zone, previous_message_at),
+            tool_execution_guidelines(),
+        ]
+    )

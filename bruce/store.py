@@ -1,0 +1,332 @@
+"""The one database: aiosqlite over SQLite in WAL mode, schema from ``migrations``.
+
+Only this module runs SQL. Every write commits before it returns, so what a caller was told
+is stored survives a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import structlog
+
+from bruce.clock import Clock, utc_iso
+from bruce.errors import StoreError
+from bruce.migrations import MIGRATIONS
+
+__all__ = ["Store", "StoredMessage", "Summary", "LLMCallRecord", "ToolExecutionRecord"]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    id: int
+    conversation_id: str
+    direction: str
+    role: str
+    kind: str
+    sender_id: str | None
+    text: str
+    platform_message_id: str | None
+    status: str
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    summary: str
+    up_to_message_id: int
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class LLMCallRecord:
+    turn_id: str
+    seq: int
+    model: str
+    status: str
+    latency_ms: float
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecutionRecord:
+    turn_id: str | None
+    conversation_id: str | None
+    call_id: str | None
+    tool_name: str
+    risk: str | None
+    input: Any
+    output: Any
+    status: str
+    error: str | None
+    latency_ms: float
+    source: str
+    idempotency_key: str | None = None
+
+
+_MESSAGE_COLUMNS = (
+    "id, conversation_id, direction, role, kind, sender_id, text, platform_message_id, status, created_at"
+)
+
+_IN_CONVERSATION = "kind = 'chat' AND status != 'expired' AND NOT (direction = 'out' AND status = 'failed')"
+
+
+class Store:
+    """Async access to Bruce's SQLite database. Open with ``await Store.open(path, clock)``."""
+
+    def __init__(self, db: aiosqlite.Connection, clock: Clock) -> None:
+        self._db = db
+        self._clock = clock
+
+    @classmethod
+    async def open(cls, path: Path | str, clock: Clock) -> Store:
+        path = Path(path)
+        try:
+            if str(path) != ":memory:":
+                path.parent.mkdir(parents=True, exist_ok=True)
+            db = await aiosqlite.connect(path)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open database {path}: {exc}") from exc
+        store = cls(db, clock)
+        try:
+            await store._prepare()
+        except BaseException:
+            await db.close()
+            raise
+        return store
+
+    async def _prepare(self) -> None:
+        db = self._db
+        db.row_factory = sqlite3.Row
+        await db.execute("PRAGMA journal_mode=WAL")
+        await db.execute("PRAGMA foreign_keys=ON")
+        await db.execute("PRAGMA busy_timeout=5000")
+        await db.execute("PRAGMA synchronous=NORMAL")
+        await self.migrate()
+
+    async def migrate(self) -> int:
+        """Apply the migrations this database has not seen; return the schema version."""
+        async with self._db.execute("PRAGMA user_version") as cur:
+            row = await cur.fetchone()
+        version = int(row[0]) if row else 0
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"database schema version {version} is newer than this Bruce ({len(MIGRATIONS)})"
+            )
+        for target, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            await self._db.executescript(
+                f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {target};\nCOMMIT;"
+            )
+            log.info("store.migrated", version=target)
+        return len(MIGRATIONS)
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    def _now(self) -> str:
+        return utc_iso(self._clock.now())
+
+    async def _write(self, sql: str, params: Sequence[Any] = ()) -> int:
+        try:
+            cur = await self._db.execute(sql, params)
+            await self._db.commit()
+        except sqlite3.Error as exc:
+            await self._db.rollback()
+            raise StoreError(f"database write failed: {exc}") from exc
+        return int(cur.lastrowid or 0)
+
+    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        async with self._db.execute(sql, params) as cur:
+            return [dict(r) for r in await cur.fetchall()]
+
+    async def _fetch_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        async with self._db.execute(sql, params) as cur:
+            return await cur.fetchone()
+
+    # conversations and messages ------------------------------------------------------------
+
+    async def ensure_conversation(self, conversation_id: str, channel: str, chat_id: str) -> None:
+        await self._write(
+            "INSERT OR IGNORE INTO conversations (id, channel, chat_id, created_at) VALUES (?, ?, ?, ?)",
+            (conversation_id, channel, chat_id, self._now()),
+        )
+
+    async def add_inbound(
+        self,
+        conversation_id: str,
+        *,
+        sender_id: str,
+        text: str,
+        platform_message_id: str | None,
+        received_at: str | None = None,
+    ) -> tuple[int, bool]:
+        """Store a user's message as pending. Returns (id, is_new); a redelivered platform
+        message id returns the stored row instead of a duplicate."""
+        now = self._now()
+        try:
+            cur = await self._db.execute(
+                "INSERT OR IGNORE INTO messages (conversation_id, direction, role, sender_id, text,"
+                " platform_message_id, status, created_at, updated_at)"
+                " VALUES (?, 'in', 'user', ?, ?, ?, 'pending', ?, ?)",
+                (conversation_id, sender_id, text, platform_message_id, received_at or now, now),
+            )
+            await self._db.commit()
+        except sqlite3.Error as exc:
+            raise StoreError(f"database write failed: {exc}") from exc
+        if cur.rowcount:
+            return int(cur.lastrowid or 0), True
+        row = await self._fetch_one(
+            "SELECT id FROM messages WHERE conversation_id = ? AND platform_message_id = ? AND direction = 'in'",
+            (conversation_id, platform_message_id),
+        )
+        assert row is not None
+        return int(row["id"]), False
+
+    async def add_outbound(
+        self, conversation_id: str, text: str, *, turn_id: str | None, kind: str = "chat"
+    ) -> int:
+        now = self._now()
+        return await self._write(
+            "INSERT INTO messages (conversation_id, direction, role, kind, text, turn_id, status,"
+            " created_at, updated_at) VALUES (?, 'out', 'assistant', ?, ?, ?, 'pending', ?, ?)",
+            (conversation_id, kind, text, turn_id, now, now),
+        )
+
+    async def set_message_status(self, message_id: int, status: str, *, turn_id: str | None = None) -> None:
+        await self._write(
+            "UPDATE messages SET status = ?, updated_at = ?, turn_id = COALESCE(?, turn_id) WHERE id = ?",
+            (status, self._now(), turn_id, message_id),
+        )
+
+    async def message(self, message_id: int) -> StoredMessage | None:
+        row = await self._fetch_one(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,))
+        return StoredMessage(**dict(row)) if row else None
+
+    async def history(self, conversation_id: str, *, limit: int, up_to_id: int) -> list[StoredMessage]:
+        """The last ``limit`` chat messages up to and including ``up_to_id``, oldest first.
+        Notices (error apologies), replies that failed to send and expired messages are not
+        part of the conversation; a user's message stays even if its turn failed."""
+        rows = await self.fetch_all(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND id <= ?"
+            f" AND {_IN_CONVERSATION}"
+            " ORDER BY id DESC LIMIT ?",
+            (conversation_id, up_to_id, limit),
+        )
+        return [StoredMessage(**r) for r in reversed(rows)]
+
+    async def previous_message_time(self, conversation_id: str, before_id: int) -> str | None:
+        row = await self._fetch_one(
+            "SELECT created_at FROM messages WHERE conversation_id = ? AND id < ? ORDER BY id DESC LIMIT 1",
+            (conversation_id, before_id),
+        )
+        return str(row["created_at"]) if row else None
+
+    async def messages_to_fold(self, conversation_id: str, *, keep_last: int) -> list[StoredMessage]:
+        """Chat messages older than the last ``keep_last`` and not yet in a summary."""
+        summary = await self.latest_summary(conversation_id)
+        after = summary.up_to_message_id if summary else 0
+        rows = await self.fetch_all(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND id > ?"
+            f" AND {_IN_CONVERSATION} AND status != 'pending'"
+            " ORDER BY id DESC LIMIT -1 OFFSET ?",
+            (conversation_id, after, keep_last),
+        )
+        return [StoredMessage(**r) for r in reversed(rows)]
+
+    async def pending_inbound(self) -> list[StoredMessage]:
+        rows = await self.fetch_all(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE direction = 'in' AND status = 'pending' ORDER BY id"
+        )
+        return [StoredMessage(**r) for r in rows]
+
+    async def unsent_outbound(self) -> list[StoredMessage]:
+        rows = await self.fetch_all(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE direction = 'out' AND status = 'pending' ORDER BY id"
+        )
+        return [StoredMessage(**r) for r in rows]
+
+    async def conversation_chat_id(self, conversation_id: str) -> tuple[str, str] | None:
+        row = await self._fetch_one("SELECT channel, chat_id FROM conversations WHERE id = ?", (conversation_id,))
+        return (str(row["channel"]), str(row["chat_id"])) if row else None
+
+    # summaries -----------------------------------------------------------------------------
+
+    async def latest_summary(self, conversation_id: str) -> Summary | None:
+        row = await self._fetch_one(
+            "SELECT summary, up_to_message_id, created_at FROM session_summaries"
+            " WHERE conversation_id = ? ORDER BY id DESC LIMIT 1",
+            (conversation_id,),
+        )
+        return Summary(**dict(row)) if row else None
+
+    async def add_summary(self, conversation_id: str, summary: str, *, up_to_message_id: int) -> None:
+        await self._write(
+            "INSERT INTO session_summaries (conversation_id, summary, up_to_message_id, created_at)"
+            " VALUES (?, ?, ?, ?)",
+            (conversation_id, summary, up_to_message_id, self._now()),
+        )
+
+    # turns, llm calls, tool executions ----------------------------------------------------
+
+    async def start_turn(
+        self, turn_id: str, conversation_id: str, *, source: str, inbound_message_id: int | None
+    ) -> None:
+        await self._write(
+            "INSERT INTO turns (id, conversation_id, inbound_message_id, source, status, started_at)"
+            " VALUES (?, ?, ?, ?, 'running', ?)",
+            (turn_id, conversation_id, inbound_message_id, source, self._now()),
+        )
+
+    async def finish_turn(
+        self,
+        turn_id: str,
+        *,
+        status: str,
+        llm_turns: int = 0,
+        tool_calls: int = 0,
+        hit_ceiling: bool = False,
+        stopped_repeat: bool = False,
+        error: str | None = None,
+    ) -> None:
+        await self._write(
+            "UPDATE turns SET status = ?, llm_turns = ?, tool_calls = ?, hit_ceiling = ?,"
+            " stopped_repeat = ?, error = ?, finished_at = ? WHERE id = ?",
+            (status, llm_turns, tool_calls, int(hit_ceiling), int(stopped_repeat), error, self._now(), turn_id),
+        )
+
+    async def record_llm_call(self, call: LLMCallRecord) -> None:
+        await self._write(
+            "INSERT INTO llm_calls (turn_id, seq, model, status, latency_ms, prompt_tokens,"
+            " completion_tokens, cost_usd, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                call.turn_id, call.seq, call.model, call.status, round(call.latency_ms, 3),
+                call.prompt_tokens, call.completion_tokens, call.cost_usd, call.error, self._now(),
+            ),
+        )
+
+    async def record_tool_execution(self, rec: ToolExecutionRecord) -> int:
+        return await self._write(
+            "INSERT INTO tool_executions (turn_id, conversation_id, call_id, tool_name, risk, input,"
+            " output, status, error, latency_ms, source, idempotency_key, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                rec.turn_id, rec.conversation_id, rec.call_id, rec.tool_name, rec.risk,
+                _json(rec.input), None if rec.output is None else _json(rec.output), rec.status,
+                rec.error, round(rec.latency_ms, 3), rec.source, rec.idempotency_key, self._now(),
+            ),
+        )
+
+
+def _json(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)

@@ -1,0 +1,59 @@
+"""Folding old history into a session summary, off the reply's critical path.
+
+The worker keeps the last ``history_limit`` messages verbatim; once at least ``batch``
+older messages are not yet covered, one LLM call folds them (with the previous summary)
+into a new ``session_summaries`` row. Its LLM call is recorded under a turn of source
+``summary``.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from bruce.agent import LLM
+from bruce.errors import LLMError
+from bruce.store import Store
+from bruce.turn import TurnScope, new_turn_id
+
+__all__ = ["fold_history", "SUMMARY_INSTRUCTIONS"]
+
+log = structlog.get_logger(__name__)
+
+SUMMARY_INSTRUCTIONS = (
+    "You maintain a running summary of a chat between a user and their assistant. Merge the "
+    "previous summary with the new messages into one concise summary (at most 200 words) that "
+    "keeps facts about the user, decisions, open tasks and anything promised. Write only the summary."
+)
+
+
+async def fold_history(store: Store, llm: LLM, conversation_id: str, *, keep_last: int, batch: int) -> bool:
+    """Fold messages older than the last ``keep_last`` into the summary. Returns True if a new
+    summary was stored."""
+    older = await store.messages_to_fold(conversation_id, keep_last=keep_last)
+    if len(older) < batch:
+        return False
+    previous = await store.latest_summary(conversation_id)
+    transcript = "\n".join(f"{m.role}: {m.text}" for m in older)
+    prompt = (
+        f"Previous summary:\n{previous.summary if previous else '(none)'}\n\n"
+        f"New messages:\n{transcript}"
+    )
+    scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation_id, user_id=None, source="summary")
+    await store.start_turn(scope.turn_id, conversation_id, source="summary", inbound_message_id=None)
+    try:
+        reply = await llm.complete(
+            [{"role": "system", "content": SUMMARY_INSTRUCTIONS}, {"role": "user", "content": prompt}],
+            scope=scope,
+        )
+    except LLMError as exc:
+        await store.finish_turn(scope.turn_id, status="failed", llm_turns=scope.llm_calls, error=type(exc).__name__)
+        log.warning("summary.failed", conversation=conversation_id, reason=type(exc).__name__)
+        return False
+    text = (reply.text or "").strip()
+    if not text:
+        await store.finish_turn(scope.turn_id, status="failed", llm_turns=1, error="empty summary")
+        return False
+    await store.add_summary(conversation_id, text, up_to_message_id=older[-1].id)
+    await store.finish_turn(scope.turn_id, status="ok", llm_turns=1)
+    log.info("summary.stored", conversation=conversation_id, folded=len(older))
+    return True

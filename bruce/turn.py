@@ -1,0 +1,35 @@
+"""TurnScope: the bookkeeping one turn carries through the LLM service and the registry."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+__all__ = ["TurnScope", "new_turn_id"]
+
+
+def new_turn_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(slots=True)
+class TurnScope:
+    turn_id: str
+    conversation_id: str
+    user_id: str | None
+    source: str = "chat"  # chat | proactive | confirmation | summary
+    _llm_seq: int = 0
+    produced_urls: set[str] = field(default_factory=set)
+
+    def next_llm_seq(self) -> int:
+        self._llm_seq += 1
+        return self._llm_seq
+
+    @property
+    def llm_calls(self) -> int:
+        return self._llm_seq
+
+    @property
+    def unattended(self) -> bool:
+        """No user is present to approve anything (scheduled runs)."""
+        return self.source == "proactive"

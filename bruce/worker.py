@@ -1,0 +1,274 @@
+"""The worker: the one owner of conversation tasks.
+
+For each ``IncomingMessage``: allow-list check (strangers cost nothing), store it as pending,
+then - one conversation at a time, different conversations concurrently - build the prompt,
+run the agent loop, check grounding, store the reply, send it, mark the message done.
+Folding old history into a summary runs in the background afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from zoneinfo import ZoneInfo
+
+import structlog
+
+from bruce.agent import LLM, Tools, TurnResult, run_agent_loop
+from bruce.channel import Channel, IncomingMessage, split_text
+from bruce.clock import Clock, parse_iso, utc_iso
+from bruce.errors import LLMError, LLMNotConfigured
+from bruce.grounding import check_links
+from bruce.prompt import build_system_prompt
+from bruce.store import StoredMessage, Store
+from bruce.summarizer import fold_history
+from bruce.turn import TurnScope, new_turn_id
+
+__all__ = ["Worker", "WorkerSettings", "LLM_DOWN_MESSAGE", "INTERNAL_ERROR_MESSAGE"]
+
+log = structlog.get_logger(__name__)
+
+LLM_DOWN_MESSAGE = (
+    "I can't reach the language model right now, so I couldn't answer. "
+    "Nothing was done. Please try again in a few minutes."
+)
+INTERNAL_ERROR_MESSAGE = "Something went wrong on my side while answering; nothing further was done. Please try again."
+EXPIRED_MESSAGE = (
+    "Sorry: I was offline when you sent this ({when}) and did not answer it: \"{snippet}\". "
+    "Nothing was done about it; please send it again if it still matters."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    name: str
+    system_prompt: str
+    zone: ZoneInfo
+    max_turns: int = 5
+    history_limit: int = 15
+    summary_batch: int = 4
+    recovery_max_age_s: float = 3600.0
+    admin_base_url: str = "http://127.0.0.1:8765"
+
+
+class Worker:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        llm: LLM,
+        registry: Tools,
+        clock: Clock,
+        settings: WorkerSettings,
+        channels: Mapping[str, Channel],
+        allow_lists: Mapping[str, frozenset[str]] | None = None,
+    ) -> None:
+        self._store = store
+        self._llm = llm
+        self._registry = registry
+        self._clock = clock
+        self._settings = settings
+        self._channels = dict(channels)
+        self._allow_lists = dict(allow_lists or {})
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._turns: set[asyncio.Task[None]] = set()
+        self._background: dict[str, asyncio.Task[None]] = {}
+        self._accepting = True
+
+    # inbound ---------------------------------------------------------------------------
+
+    def is_allowed(self, message: IncomingMessage) -> bool:
+        allowed = self._allow_lists.get(message.channel)
+        return allowed is None or message.sender_id in allowed
+
+    async def deliver(self, message: IncomingMessage) -> Awaitable[None] | None:
+        """Store the message and start its turn. Returns the turn's task (await it to know the
+        reply was sent), or None when the message was refused or already handled."""
+        if not self._accepting:
+            log.warning("worker.refused_shutting_down", conversation=message.conversation_id)
+            return None
+        if not self.is_allowed(message):
+            log.warning("access.denied", channel=message.channel, sender=message.sender_id)
+            return None
+        await self._store.ensure_conversation(message.conversation_id, message.channel, message.chat_id)
+        message_id, is_new = await self._store.add_inbound(
+            message.conversation_id,
+            sender_id=message.sender_id,
+            text=message.text,
+            platform_message_id=message.platform_message_id,
+            received_at=utc_iso(message.timestamp),
+        )
+        if not is_new:
+            log.info("worker.duplicate_ignored", conversation=message.conversation_id, message_id=message_id)
+            return None
+        return self._spawn(message.conversation_id, message_id, message.sender_id)
+
+    def _spawn(self, conversation_id: str, message_id: int, sender_id: str | None) -> asyncio.Task[None]:
+        task = asyncio.create_task(self._process(conversation_id, message_id, sender_id), name=f"turn:{conversation_id}")
+        self._turns.add(task)
+        task.add_done_callback(self._turns.discard)
+        return task
+
+    async def _process(self, conversation_id: str, message_id: int, sender_id: str | None) -> None:
+        lock = self._locks.setdefault(conversation_id, asyncio.Lock())
+        async with lock:
+            stored = await self._store.message(message_id)
+            if stored is None or stored.status != "pending":
+                return
+            await self._answer(stored, sender_id)
+        self._maybe_fold(conversation_id)
+
+    # one turn --------------------------------------------------------------------------
+
+    async def _answer(self, inbound: StoredMessage, sender_id: str | None) -> None:
+        conversation_id = inbound.conversation_id
+        channel_name, chat_id = conversation_id.split(":", 1)
+        channel = self._channels.get(channel_name)
+        scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation_id, user_id=sender_id)
+        structlog.contextvars.bind_contextvars(turn_id=scope.turn_id, conversation=conversation_id)
+        try:
+            await self._store.start_turn(scope.turn_id, conversation_id, source="chat", inbound_message_id=inbound.id)
+            log.info("turn.started")
+            try:
+                if channel is not None:
+                    async with channel.thinking(chat_id):
+                        result = await self._run_loop(inbound, scope)
+                else:
+                    result = await self._run_loop(inbound, scope)
+            except LLMNotConfigured as exc:
+                await self._fail_turn(inbound, scope, exc.hint, error="llm not configured")
+                return
+            except LLMError as exc:
+                await self._fail_turn(inbound, scope, LLM_DOWN_MESSAGE, error=str(exc))
+                return
+            except Exception as exc:
+                log.exception("turn.crashed")
+                await self._fail_turn(inbound, scope, INTERNAL_ERROR_MESSAGE, error=type(exc).__name__)
+                return
+            await self._deliver_reply(inbound, scope, result)
+        finally:
+            structlog.contextvars.unbind_contextvars("turn_id", "conversation")
+
+    async def _run_loop(self, inbound: StoredMessage, scope: TurnScope) -> TurnResult:
+        conversation_id = inbound.conversation_id
+        summary = await self._store.latest_summary(conversation_id)
+        previous = await self._store.previous_message_time(conversation_id, inbound.id)
+        s = self._settings
+        system_prompt = build_system_prompt(
+            system_prompt=s.system_prompt,
+            name=s.name,
+            summary=summary.summary if summary else None,
+            now=self._clock.now(),
+            zone=s.zone,
+            previous_message_at=parse_iso(previous) if previous else None,
+        )
+        rows = await self._store.history(conversation_id, limit=s.history_limit, up_to_id=inbound.id)
+        history = [{"role": m.role, "content": m.text} for m in rows]
+        return await run_agent_loop(self._llm, self._registry, system_prompt, history, s.max_turns, scope=scope)
+
+    async def _deliver_reply(self, inbound: StoredMessage, scope: TurnScope, result: TurnResult) -> None:
+        report = check_links(result.text, result.tool_results, admin_base=self._settings.admin_base_url)
+        reply_id = await self._store.add_outbound(inbound.conversation_id, report.text, turn_id=scope.turn_id)
+        await asyncio.shield(self._finish(inbound, scope, result))
+        await self._send(reply_id, inbound.conversation_id, report.text)
+        log.info("turn.finished", llm_turns=result.llm_turns, tools=len(result.tool_results), ceiling=result.hit_ceiling)
+
+    async def _finish(self, inbound: StoredMessage, scope: TurnScope, result: TurnResult) -> None:
+        await self._store.set_message_status(inbound.id, "done", turn_id=scope.turn_id)
+        await self._store.finish_turn(
+            scope.turn_id, status="ok", llm_turns=result.llm_turns, tool_calls=len(result.tool_results),
+            hit_ceiling=result.hit_ceiling, stopped_repeat=result.stopped_repeat,
+        )
+
+    async def _fail_turn(self, inbound: StoredMessage, scope: TurnScope, notice: str, *, error: str) -> None:
+        log.warning("turn.failed", reason=error)
+        reply_id = await self._store.add_outbound(inbound.conversation_id, notice, turn_id=scope.turn_id, kind="notice")
+
+        async def record() -> None:
+            await self._store.set_message_status(inbound.id, "failed", turn_id=scope.turn_id)
+            await self._store.finish_turn(scope.turn_id, status="failed", llm_turns=scope.llm_calls, error=error)
+
+        await asyncio.shield(record())
+        await self._send(reply_id, inbound.conversation_id, notice)
+
+    async def _send(self, reply_id: int, conversation_id: str, text: str) -> None:
+        channel_name, chat_id = conversation_id.split(":", 1)
+        channel = self._channels.get(channel_name)
+        if channel is None:
+            log.warning("reply.no_channel", channel=channel_name, message_id=reply_id)
+            return
+        try:
+            for piece in split_text(text, channel.max_message_length):
+                await channel.send_text(chat_id, piece)
+        except Exception:
+            log.exception("reply.send_failed", message_id=reply_id)
+            await self._store.set_message_status(reply_id, "failed")
+            return
+        await self._store.set_message_status(reply_id, "sent")
+
+    # background summaries ------------------------------------------------------------
+
+    def _maybe_fold(self, conversation_id: str) -> None:
+        running = self._background.get(conversation_id)
+        if running is not None and not running.done():
+            return
+        s = self._settings
+        task = asyncio.create_task(
+            fold_history(self._store, self._llm, conversation_id, keep_last=s.history_limit, batch=s.summary_batch),
+            name=f"summary:{conversation_id}",
+        )
+        self._background[conversation_id] = task
+        task.add_done_callback(self._summary_done)
+
+    def _summary_done(self, task: asyncio.Task[bool]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("summary.crashed", error=type(task.exception()).__name__)
+
+    # start-up and shutdown -----------------------------------------------------------
+
+    async def recover(self) -> None:
+        """Finish what a crash left: resend stored but unsent replies, answer pending messages
+        (or apologize for those older than ``recovery_max_age_s``)."""
+        for reply in await self._store.unsent_outbound():
+            log.info("recovery.resend", message_id=reply.id)
+            await self._send(reply.id, reply.conversation_id, reply.text)
+        now = self._clock.now()
+        max_age = timedelta(seconds=self._settings.recovery_max_age_s)
+        for message in await self._store.pending_inbound():
+            channel_name = message.conversation_id.split(":", 1)[0]
+            if channel_name not in self._channels:
+                log.info("recovery.channel_off", message_id=message.id, channel=channel_name)
+                continue
+            if now - parse_iso(message.created_at) > max_age:
+                await self._expire(message)
+            else:
+                log.info("recovery.process", message_id=message.id)
+                self._spawn(message.conversation_id, message.id, message.sender_id)
+
+    async def _expire(self, message: StoredMessage) -> None:
+        local = parse_iso(message.created_at).astimezone(self._settings.zone)
+        snippet = message.text if len(message.text) <= 80 else message.text[:77] + "..."
+        notice = EXPIRED_MESSAGE.format(when=f"{local:%Y-%m-%d %H:%M}", snippet=snippet)
+        reply_id = await self._store.add_outbound(message.conversation_id, notice, turn_id=None, kind="notice")
+        await self._store.set_message_status(message.id, "expired")
+        log.info("recovery.expired", message_id=message.id)
+        await self._send(reply_id, message.conversation_id, notice)
+
+    async def close(self, timeout_s: float) -> None:
+        """Stop taking messages, let in-flight turns finish for up to ``timeout_s``, cancel the
+        rest (their messages stay pending and are recovered at the next start)."""
+        self._accepting = False
+        pending = set(self._turns)
+        if pending:
+            log.info("worker.draining", turns=len(pending))
+            _, still = await asyncio.wait(pending, timeout=timeout_s)
+            for task in still:
+                task.cancel()
+            if still:
+                log.warning("worker.cancelled_turns", turns=len(still))
+                await asyncio.gather(*still, return_exceptions=True)
+        for task in self._background.values():
+            task.cancel()
+        await asyncio.gather(*self._background.values(), return_exceptions=True)

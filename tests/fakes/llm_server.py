@@ -1,0 +1,222 @@
+"""Fake OpenAI-compatible chat-completions server for tests and benchmarks.
+
+Drive the real ``litellm`` against it::
+
+    async with FakeLLMServer() as fake:
+        fake.add(Step.text("hi"), model="primary")
+        await litellm.acompletion(model="openai/primary", api_base=fake.base_url,
+                                  api_key="sk-test", messages=[...],
+                                  num_retries=0, max_retries=0)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+from aiohttp import web
+
+_ERROR_TYPES: dict[int, tuple[str, str]] = {
+    400: ("invalid_request_error", "invalid_request"),
+    401: ("authentication_error", "invalid_api_key"),
+    403: ("permission_error", "permission_denied"),
+    404: ("invalid_request_error", "model_not_found"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+    503: ("server_error", "service_unavailable"),
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One scripted reply. Build with the static constructors."""
+
+    kind: Literal["text", "tool_calls", "error", "delay"]
+    content: str = ""
+    # (function_name, arguments JSON string, call id or None)
+    calls: tuple[tuple[str, str, str | None], ...] = ()
+    prompt_tokens: int = 10
+    completion_tokens: int = 5
+    status: int = 200
+    message: str = ""
+    retry_after: float | None = None
+    seconds: float = 0.0
+    then: Step | None = None
+
+    @staticmethod
+    def text(content: str, *, prompt_tokens: int = 10, completion_tokens: int = 5) -> Step:
+        return Step("text", content=content, prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens)
+
+    @staticmethod
+    def tool_calls(*calls: tuple[str, dict[str, Any]] | tuple[str, dict[str, Any] | str, str]) -> Step:
+        norm: list[tuple[str, str, str | None]] = []
+        for call in calls:
+            name, args = call[0], call[1]
+            call_id = call[2] if len(call) > 2 else None  # type: ignore[misc]
+            raw = args if isinstance(args, str) else json.dumps(args)
+            norm.append((name, raw, call_id))
+        return Step("tool_calls", calls=tuple(norm))
+
+    @staticmethod
+    def error(status: int, message: str = "fake error", *, retry_after: float | None = None) -> Step:
+        return Step("error", status=status, message=message, retry_after=retry_after)
+
+    @staticmethod
+    def delay(seconds: float, then: Step) -> Step:
+        return Step("delay", seconds=seconds, then=then)
+
+
+def _chunks(text: str, n: int = 3) -> list[str]:
+    """Split text into up to n non-empty pieces."""
+    if not text:
+        return []
+    size = max(1, -(-len(text) // n))
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+class FakeLLMServer:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.default: Step | None = Step.text("ok")
+        self.latency_s: float = 0.0
+        self.responder: Callable[[dict[str, Any]], Step] | None = None
+        self.base_url: str = ""
+        self._queues: dict[str | None, deque[Step]] = {}
+        self._runner: web.AppRunner | None = None
+        self._seq = 0
+
+    # ---- lifecycle -------------------------------------------------------
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle_chat)
+        app.router.add_get("/v1/models", self._handle_models)
+        # handler_cancellation: a client that times out and disconnects cancels
+        # the handler, so delayed steps never hold up stop().
+        self._runner = web.AppRunner(app, handler_cancellation=True,
+                                     shutdown_timeout=1.0, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, shutdown_timeout=1.0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+
+    async def __aenter__(self) -> FakeLLMServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ---- scripting -------------------------------------------------------
+    def add(self, *steps: Step, model: str | None = None) -> None:
+        self._queues.setdefault(model, deque()).extend(steps)
+
+    def requests_for(self, model: str) -> list[dict[str, Any]]:
+        return [r for r in self.requests if r.get("model") == model]
+
+    def _next_step(self, body: dict[str, Any]) -> Step | None:
+        if self.responder is not None:
+            return self.responder(body)
+        for key in (body.get("model"), None):
+            queue = self._queues.get(key)
+            if queue:
+                return queue.popleft()
+        return self.default
+
+    def _next_id(self, prefix: str) -> str:
+        self._seq += 1
+        return f"{prefix}_{self._seq}"
+
+    # ---- handlers --------------------------------------------------------
+    async def _handle_models(self, _request: web.Request) -> web.Response:
+        names = {k for k in self._queues if k} | {str(r.get("model")) for r in self.requests}
+        data = [{"id": n, "object": "model", "created": 0, "owned_by": "fake"} for n in sorted(names)]
+        return web.json_response({"object": "list", "data": data})
+
+    async def _handle_chat(self, request: web.Request) -> web.StreamResponse:
+        body: dict[str, Any] = await request.json()
+        self.requests.append(body)
+        step = self._next_step(body)
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        while step is not None and step.kind == "delay":
+            await asyncio.sleep(step.seconds)
+            step = step.then
+        if step is None:
+            return _error_response(500, "FakeLLMServer: script ran out (no step queued and default is None)")
+        if step.kind == "error":
+            return _error_response(step.status, step.message, step.retry_after)
+        model = str(body.get("model", "fake"))
+        if body.get("stream"):
+            return await self._stream(request, body, model, step)
+        return web.json_response(self._completion(model, step))
+
+    def _tool_calls(self, step: Step) -> list[dict[str, Any]]:
+        return [{"id": cid or self._next_id("call"), "type": "function",
+                 "function": {"name": name, "arguments": args}}
+                for name, args, cid in step.calls]
+
+    @staticmethod
+    def _usage(step: Step) -> dict[str, int]:
+        return {"prompt_tokens": step.prompt_tokens, "completion_tokens": step.completion_tokens,
+                "total_tokens": step.prompt_tokens + step.completion_tokens}
+
+    def _completion(self, model: str, step: Step) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": step.content}
+        finish = "stop"
+        if step.kind == "tool_calls":
+            message = {"role": "assistant", "content": None, "tool_calls": self._tool_calls(step)}
+            finish = "tool_calls"
+        return {"id": self._next_id("chatcmpl"), "object": "chat.completion",
+                "created": int(time.time()), "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                "usage": self._usage(step)}
+
+    async def _stream(self, request: web.Request, body: dict[str, Any], model: str,
+                      step: Step) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        base = {"id": self._next_id("chatcmpl"), "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": model}
+
+        async def send(delta: dict[str, Any], finish: str | None = None) -> None:
+            chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
+
+        if step.kind == "tool_calls":
+            await send({"role": "assistant", "content": None})
+            for idx, call in enumerate(self._tool_calls(step)):
+                fn = call["function"]
+                await send({"tool_calls": [{"index": idx, "id": call["id"], "type": "function",
+                                            "function": {"name": fn["name"], "arguments": ""}}]})
+                for frag in _chunks(fn["arguments"]):
+                    await send({"tool_calls": [{"index": idx, "function": {"arguments": frag}}]})
+            await send({}, "tool_calls")
+        else:
+            await send({"role": "assistant", "content": ""})
+            for piece in _chunks(step.content):
+                await send({"content": piece})
+            await send({}, "stop")
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage_chunk = {**base, "choices": [], "usage": self._usage(step)}
+            await resp.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+
+def _error_response(status: int, message: str, retry_after: float | None = None) -> web.Response:
+    err_type, code = _ERROR_TYPES.get(status, ("server_error", "internal_error"))
+    headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else None
+    return web.json_response({"error": {"message": message, "type": err_type, "code": code,
+                                        "param": None}}, status=status, headers=headers)
