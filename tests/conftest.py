@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import os
+
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+
+from collections.abc import AsyncIterator, Callable  # noqa: E402
+from datetime import UTC, datetime  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+
+from bruce.app import App, build_app  # noqa: E402
+from bruce.config import Config, parse_config  # noqa: E402
+from tests.fakes.channel import RecordingChannel  # noqa: E402
+from tests.fakes.clock import FakeClock  # noqa: E402
+from tests.fakes.llm_server import FakeLLMServer  # noqa: E402
+
+T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)  # a Wednesday; 09:00 in São Paulo
+
+
+@pytest.fixture
+async def fake_llm() -> AsyncIterator[FakeLLMServer]:
+    async with FakeLLMServer() as server:
+        yield server
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+@pytest.fixture
+def make_config(tmp_path: Path, fake_llm: FakeLLMServer) -> Callable[..., Config]:
+    """A config pointing at the fake LLM and a database under tmp_path; keyword sections
+    are merged over the defaults, e.g. make_config(llm={"fallbacks": ["openai/backup"]})."""
+
+    def make(**sections: dict[str, Any]) -> Config:
+        data: dict[str, Any] = {
+            "llm": {"model": "openai/primary", "api_base": fake_llm.base_url, "api_key": "sk-test-key-123456",
+                    "num_retries": 2, "retry_backoff_s": 0, "timeout_s": 5},
+            "storage": {"path": str(tmp_path / "bruce.db")},
+            "tools": {"timeout_s": 1},
+        }
+        for key, value in sections.items():
+            data[key] = {**data.get(key, {}), **value}
+        return parse_config(data, environ={})
+
+    return make
+
+
+@pytest.fixture
+def channel() -> RecordingChannel:
+    return RecordingChannel("test")
+
+
+@pytest.fixture
+async def app_factory(clock: FakeClock, channel: RecordingChannel, make_config: Callable[..., Config]):
+    """Build (and afterwards stop) apps wired to the fake LLM, the fake clock and a recording channel."""
+    apps: list[App] = []
+
+    async def build(config: Config | None = None, **sections: Any) -> App:
+        app = await build_app(config or make_config(**sections), clock=clock, environ={}, extra_channels=[channel])
+        apps.append(app)
+        await app.start()
+        return app
+
+    yield build
+    for app in apps:
+        try:
+            await app.stop()
+        except ValueError:  # already closed by the test
+            pass
+
+
+@pytest.fixture
+async def app(app_factory) -> App:
+    return await app_factory()

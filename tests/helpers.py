@@ -1,0 +1,37 @@
+"""Small helpers shared by tests (not fixtures)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from bruce.app import App
+from bruce.channel import IncomingMessage
+
+
+def incoming(app: App, text: str, *, chat: str = "c1", sender: str = "u1", channel: str = "test",
+             message_id: str | None = None) -> IncomingMessage:
+    return IncomingMessage(channel=channel, chat_id=chat, sender_id=sender, text=text,
+                           platform_message_id=message_id, timestamp=app.clock.now())
+
+
+async def say(app: App, text: str, **kwargs: Any) -> None:
+    """Deliver a message and wait until its turn has finished."""
+    handle = await app.worker.deliver(incoming(app, text, **kwargs))
+    assert handle is not None, "message was refused"
+    await handle
+
+
+async def rows(app: App, sql: str, *params: Any) -> list[dict[str, Any]]:
+    return await app.store.fetch_all(sql, params)
+
+
+def db_rows(path: Path, sql: str, *params: Any) -> list[dict[str, Any]]:
+    """Read the database file directly (as an operator would), outside the app."""
+    con = sqlite3.connect(path)
+    con.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in con.execute(sql, params)]
+    finally:
+        con.close()

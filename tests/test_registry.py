@@ -1,0 +1,147 @@
+"""ToolRegistry: every failure a model can cause is a structured result plus an audit row,
+and the conversation goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from bruce.contracts import Risk, ToolContract
+from bruce.registry import ContractError
+from tests.fakes.llm_server import Step
+from tests.helpers import rows, say
+
+
+def contract(name: str, risk: Risk = Risk.LOW, **overrides) -> ToolContract:
+    fields = dict(
+        name=name, description=f"test tool {name}", category="test", risk=risk,
+        input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+        output_schema={"type": "object"}, autonomous=risk in (Risk.LOW, Risk.MEDIUM),
+        confirmation=risk in (Risk.HIGH, Risk.CRITICAL), step_up=risk is Risk.CRITICAL,
+        side_effects="none", audit_event=f"{name}.ran", failure_modes=("error",),
+    )
+    fields.update(overrides)
+    return ToolContract(**fields)
+
+
+async def explode(args, ctx):
+    raise ValueError("secret internal detail")
+
+
+async def hang(args, ctx):
+    await asyncio.sleep(60)
+
+
+async def nothing(args, ctx):
+    return {"done": True}
+
+
+def tool_messages(request: dict) -> list[dict]:
+    return [json.loads(m["content"]) for m in request["messages"] if m["role"] == "tool"]
+
+
+@pytest.mark.parametrize(
+    ("call", "status", "needle"),
+    [
+        (("math_calculate", {"expression": 42}), "invalid_args", "expression: 42 is not of type 'string'"),
+        (("math_calculate", {}), "invalid_args", "'expression' is a required property"),
+        (("math_calculate", "{not json", "call_x"), "invalid_args", "not valid JSON"),
+        (("teleport_now", {}), "unknown_tool", "no tool named 'teleport_now'"),
+        (("math_calculate", {"expression": "1/0"}), "error", "math_error"),
+    ],
+)
+async def test_model_mistakes_become_structured_errors(app, fake_llm, channel, call, status, needle):
+    fake_llm.add(Step.tool_calls(call), Step.text("Sorry, that did not work."))
+    await say(app, "do it")
+
+    (feedback,) = tool_messages(fake_llm.requests[1])
+    assert feedback["ok"] is False and feedback["status"] == status
+    assert needle in feedback["error"]
+    (audit,) = await rows(app, "SELECT status, error, tool_name FROM tool_executions")
+    assert audit["status"] == status and needle in audit["error"]
+    assert channel.texts() == ["Sorry, that did not work."]
+
+
+async def test_tool_that_raises_is_reported_without_its_internals(app, fake_llm, channel):
+    app.registry.register(contract("test.explode"), explode)
+    fake_llm.add(Step.tool_calls(("test_explode", {})), Step.text("The tool broke."))
+    await say(app, "explode")
+
+    (feedback,) = tool_messages(fake_llm.requests[1])
+    assert feedback == {"ok": False, "status": "error", "error": "internal_error: the tool failed unexpectedly (ValueError)."}
+    (audit,) = await rows(app, "SELECT status FROM tool_executions")
+    assert audit["status"] == "error"
+    assert channel.texts() == ["The tool broke."]
+
+
+async def test_tool_that_hangs_times_out_and_the_turn_goes_on(app, fake_llm, channel):
+    app.registry.register(contract("test.hang", timeout_s=0.2), hang)
+    fake_llm.add(Step.tool_calls(("test_hang", {})), Step.text("It took too long."))
+    await say(app, "hang")
+
+    (feedback,) = tool_messages(fake_llm.requests[1])
+    assert feedback["status"] == "timeout" and "0.2 seconds" in feedback["error"]
+    (audit,) = await rows(app, "SELECT status, latency_ms FROM tool_executions")
+    assert audit["status"] == "timeout" and audit["latency_ms"] >= 0
+    assert channel.texts() == ["It took too long."]
+
+
+async def test_forbidden_tool_is_hidden_and_refused(app, fake_llm):
+    app.registry.register(contract("test.forbidden", Risk.FORBIDDEN, autonomous=False), nothing)
+    fake_llm.add(Step.tool_calls(("test_forbidden", {})), Step.text("Not allowed."))
+    await say(app, "try the forbidden thing")
+
+    offered = {t["function"]["name"] for t in fake_llm.requests[0]["tools"]}
+    assert "test_forbidden" not in offered
+    (audit,) = await rows(app, "SELECT status FROM tool_executions")
+    assert audit["status"] == "denied"
+
+
+async def test_secrets_in_arguments_are_redacted_in_the_audit(app, fake_llm):
+    schema = {"type": "object", "properties": {"api_key": {"type": "string"}, "q": {"type": "string"}}}
+    app.registry.register(contract("test.secretive", input_schema=schema), nothing)
+    fake_llm.add(Step.tool_calls(("test_secretive", {"api_key": "abc123", "q": "token sk-test-key-123456"})),
+                 Step.text("done"))
+    await say(app, "go")
+    (audit,) = await rows(app, "SELECT input FROM tool_executions")
+    assert json.loads(audit["input"]) == {"api_key": "***", "q": "token ***"}
+
+
+async def test_large_outputs_are_truncated_in_the_audit_only(app, fake_llm):
+    async def big(args, ctx):
+        return {"text": "x" * 20000}
+
+    app.registry.register(contract("test.big"), big)
+    fake_llm.add(Step.tool_calls(("test_big", {})), Step.text("done"))
+    await say(app, "big")
+    (audit,) = await rows(app, "SELECT output FROM tool_executions")
+    stored = json.loads(audit["output"])
+    assert stored["truncated"] is True and stored["original_chars"] > 20000
+    assert len(stored["preview"]) == app.config.tools.audit_output_max_chars
+    assert len(tool_messages(fake_llm.requests[1])[0]["result"]["text"]) == 20000
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        ({"name": "NoDomain"}, "domain.verb"),
+        ({"risk": Risk.CRITICAL, "autonomous": True, "confirmation": True, "step_up": True}, "cannot be autonomous"),
+        ({"risk": Risk.HIGH, "autonomous": False, "confirmation": False}, "must require confirmation"),
+        ({"risk": Risk.CRITICAL, "autonomous": False, "confirmation": True, "step_up": False}, "step-up"),
+        ({"description": " "}, "description must not be empty"),
+        ({"failure_modes": ()}, "failure_modes"),
+        ({"input_schema": {"type": "object", "properties": {"a": {"type": "nonsense"}}}}, "not a valid JSON Schema"),
+        ({"idempotent": True}, "idempotency_window_s"),
+    ],
+)
+async def test_inconsistent_contracts_are_rejected(app, overrides, problem):
+    with pytest.raises(ContractError, match=problem):
+        overrides = dict(overrides)
+        app.registry.register(contract(overrides.pop("name", "test.bad"), **overrides), nothing)
+
+
+async def test_duplicate_registration_is_rejected(app):
+    with pytest.raises(ContractError, match="already registered"):
+        app.registry.register(contract("math.calculate"), nothing)
