@@ -1,0 +1,59 @@
+"""The channel port's helpers and the console channel."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from bruce.channel import split_text
+from bruce.contracts import ToolResult
+from bruce.grounding import check_links
+from channels.console import ConsoleChannel
+from tests.fakes.llm_server import Step
+from tests.helpers import db_rows
+
+
+def test_split_text_prefers_paragraphs_then_words():
+    text = "first paragraph here.\n\nsecond paragraph is a bit longer than the first."
+    assert split_text(text, 40) == ["first paragraph here.", "second paragraph is a bit longer than", "the first."]
+    assert split_text("x" * 25, 10) == ["x" * 10, "x" * 10, "x" * 5]
+    assert split_text("   ", 10) == ["…"]
+    with pytest.raises(ValueError):
+        split_text("a", 0)
+
+
+ADMIN = "http://127.0.0.1:8765"
+
+
+def test_grounding_keeps_external_links_and_tool_returned_links():
+    results = [ToolResult("c1", "artifact_save", "ok", output={"url": f"{ADMIN}/artifacts/a1/r.html"})]
+    text = f"See {ADMIN}/artifacts/a1/r.html and https://example.org/artifacts/x."
+    assert check_links(text, results, admin_base=ADMIN).removed == ()
+
+
+def test_grounding_removes_links_no_successful_tool_returned():
+    failed = [ToolResult("c1", "artifact_save", "error", error=f"could not save {ADMIN}/artifacts/a2/r.html")]
+    report = check_links("Saved at /artifacts/a2/r.html, and http://localhost:8765/artifacts/a3/x.html", failed,
+                         admin_base=ADMIN)
+    assert report.removed == ("/artifacts/a2/r.html", "http://localhost:8765/artifacts/a3/x.html")
+    assert "/artifacts/" not in report.text.split("\n\n")[0]
+
+
+async def test_console_channel_object_drives_a_turn(make_config, clock, fake_llm, tmp_path):
+    from bruce.app import build_app
+
+    stdin, stdout = io.StringIO("hello there\n\n/quit\nnever read\n"), io.StringIO()
+    console = ConsoleChannel(clock=clock, stdin=stdin, stdout=stdout)
+    fake_llm.add(Step.text("General Kenobi."))
+    config = make_config()
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[console])
+    try:
+        await app.start()
+        await console.interact()
+    finally:
+        await app.stop()
+    assert stdout.getvalue() == "Bruce> General Kenobi.\n"
+    assert len(fake_llm.requests) == 1
+    convs = db_rows(config.storage.path, "SELECT id FROM conversations")
+    assert convs == [{"id": "console:local"}]

@@ -1,0 +1,74 @@
+"""Store: WAL, foreign keys, idempotent migrations, the tables and columns the audit needs."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from bruce.errors import StoreError
+from bruce.migrations import MIGRATIONS
+from bruce.store import Store
+from tests.helpers import db_rows
+
+
+async def test_migrations_run_once_and_are_idempotent(tmp_path, clock):
+    path = tmp_path / "db" / "bruce.db"
+    store = await Store.open(path, clock)
+    await store.ensure_conversation("test:1", "test", "1")
+    await store.close()
+    store = await Store.open(path, clock)  # second start: nothing re-applied, data intact
+    assert await store.migrate() == len(MIGRATIONS)
+    assert await store.fetch_all("SELECT id FROM conversations") == [{"id": "test:1"}]
+    await store.close()
+    assert db_rows(path, "PRAGMA user_version") == [{"user_version": len(MIGRATIONS)}]
+    assert db_rows(path, "PRAGMA journal_mode") == [{"journal_mode": "wal"}]
+
+
+async def test_required_tables_and_columns_exist(tmp_path, clock):
+    store = await Store.open(tmp_path / "b.db", clock)
+    await store.close()
+    def columns(table):
+        return {r["name"] for r in db_rows(tmp_path / "b.db", f"PRAGMA table_info({table})")}
+    assert {"id", "turn_id", "conversation_id", "tool_name", "risk", "input", "output", "status", "error",
+            "latency_ms", "source", "created_at"} <= columns("tool_executions")
+    assert {"id", "turn_id", "seq", "model", "status", "latency_ms", "prompt_tokens", "completion_tokens",
+            "cost_usd", "error", "created_at"} <= columns("llm_calls")
+    for table in ("conversations", "messages", "session_summaries", "turns"):
+        assert columns(table)
+
+
+async def test_foreign_keys_are_enforced(tmp_path, clock):
+    store = await Store.open(tmp_path / "b.db", clock)
+    try:
+        with pytest.raises(StoreError, match="FOREIGN KEY"):
+            await store.add_outbound("nobody:1", "hi", turn_id=None)
+    finally:
+        await store.close()
+
+
+async def test_status_values_are_checked(tmp_path, clock):
+    store = await Store.open(tmp_path / "b.db", clock)
+    try:
+        await store.ensure_conversation("test:1", "test", "1")
+        await store.start_turn("t1", "test:1", source="chat", inbound_message_id=None)
+        with pytest.raises(StoreError, match="CHECK"):
+            await store.finish_turn("t1", status="kinda")
+    finally:
+        await store.close()
+
+
+async def test_a_newer_database_is_refused(tmp_path, clock):
+    path = tmp_path / "b.db"
+    con = sqlite3.connect(path)
+    con.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    con.close()
+    with pytest.raises(StoreError, match="newer than this Bruce"):
+        await Store.open(path, clock)
+
+
+async def test_unopenable_path_is_a_store_error(tmp_path, clock):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(StoreError, match="cannot open database"):
+        await Store.open(blocker / "sub" / "b.db", clock)

@@ -1,0 +1,247 @@
+"""The worker end to end: storage before processing, serial per conversation, concurrent
+across conversations, history and summaries, recovery after a crash, access control."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from bruce.app import build_app
+from bruce.contracts import Risk
+from bruce.store import Store
+from tests.fakes.llm_server import Step
+from tests.helpers import incoming, rows, say
+from tests.test_registry import contract
+
+
+async def test_inbound_is_stored_before_the_model_is_called(app, fake_llm):
+    seen_status = []
+
+    def responder(body):
+        # runs inside the fake server while the turn is in flight
+        seen_status.append(body["messages"][-1]["content"])
+        return Step.text("ok")
+
+    fake_llm.responder = responder
+    handle = await app.worker.deliver(incoming(app, "remember me"))
+    (stored,) = await rows(app, "SELECT text, status FROM messages WHERE direction='in'")
+    assert stored == {"text": "remember me", "status": "pending"}
+    await handle
+    (stored,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
+    assert stored["status"] == "done"
+    assert seen_status == ["remember me"]
+    (reply,) = await rows(app, "SELECT text, status, role FROM messages WHERE direction='out'")
+    assert reply == {"text": "ok", "status": "sent", "role": "assistant"}
+
+
+async def test_thinking_indicator_is_shown_for_the_turn(app, fake_llm, channel):
+    await say(app, "hi", chat="42")
+    assert channel.thinking_spans == ["42"]
+
+
+async def test_long_replies_are_split_to_the_channel_limit(app, fake_llm, channel):
+    channel.max_message_length = 50
+    fake_llm.add(Step.text(" ".join(["word"] * 40)))
+    await say(app, "talk a lot")
+    assert len(channel.texts()) > 1 and all(len(t) <= 50 for t in channel.texts())
+    assert " ".join(channel.texts()) == " ".join(["word"] * 40)
+
+
+async def test_history_is_sent_and_capped(app_factory, fake_llm):
+    app = await app_factory(assistant={"history_limit": 4, "summary_batch": 100})
+    for i in range(4):
+        fake_llm.add(Step.text(f"answer {i}"))
+        await say(app, f"question {i}")
+    last = fake_llm.requests[-1]["messages"]
+    non_system = [m for m in last if m["role"] != "system"]
+    assert len(non_system) == 4
+    assert non_system[-1] == {"role": "user", "content": "question 3"}
+    assert non_system[0] == {"role": "assistant", "content": "answer 1"}
+
+
+async def test_older_history_is_folded_into_a_summary_that_feeds_the_prompt(app_factory, fake_llm):
+    app = await app_factory(assistant={"history_limit": 2, "summary_batch": 2})
+
+    def responder(body):
+        system = body["messages"][0]["content"]
+        if system.startswith("You maintain a running summary"):
+            return Step.text("The user likes green tea.")
+        return Step.text("noted")
+
+    fake_llm.responder = responder
+    await say(app, "I like green tea")
+    await say(app, "and I live in Recife")
+    await asyncio.gather(*app.worker._background.values())
+    (summary,) = await rows(app, "SELECT summary, up_to_message_id FROM session_summaries")
+    assert summary["summary"] == "The user likes green tea."
+    summary_turns = await rows(app, "SELECT status FROM turns WHERE source='summary'")
+    assert summary_turns == [{"status": "ok"}]
+    await say(app, "what do I drink?")
+    chat_requests = [r for r in fake_llm.requests if "running summary" not in r["messages"][0]["content"]]
+    assert "The user likes green tea." in chat_requests[-1]["messages"][0]["content"]
+
+
+async def test_one_conversation_is_processed_in_order(app, fake_llm, channel):
+    events: list[str] = []
+
+    async def record(args, ctx):
+        events.append(f"start {args['tag']}")
+        await asyncio.sleep(0.05)
+        events.append(f"end {args['tag']}")
+        return {}
+
+    schema = {"type": "object", "properties": {"tag": {"type": "string"}}, "required": ["tag"]}
+    app.registry.register(contract("test.record", input_schema=schema), record)
+
+    def responder(body):
+        last = body["messages"][-1]
+        if last["role"] == "user":
+            return Step.tool_calls(("test_record", {"tag": last["content"]}))
+        return Step.text("done")
+
+    fake_llm.responder = responder
+    first = await app.worker.deliver(incoming(app, "a"))
+    second = await app.worker.deliver(incoming(app, "b"))
+    await asyncio.gather(first, second)
+    assert events == ["start a", "end a", "start b", "end b"]
+
+
+async def test_different_conversations_run_concurrently(app, fake_llm, channel):
+    barrier = asyncio.Barrier(2)
+
+    async def meet(args, ctx):
+        await barrier.wait()  # only passes if both conversations are in flight at once
+        return {"met": True}
+
+    app.registry.register(contract("test.meet", timeout_s=5), meet)
+
+    def responder(body):
+        if body["messages"][-1]["role"] == "user":
+            return Step.tool_calls(("test_meet", {}))
+        return Step.text("met")
+
+    fake_llm.responder = responder
+    handles = [await app.worker.deliver(incoming(app, "go", chat=c)) for c in ("x", "y")]
+    await asyncio.gather(*handles)
+    statuses = await rows(app, "SELECT status FROM tool_executions")
+    assert [s["status"] for s in statuses] == ["ok", "ok"]
+    assert sorted(channel.sent) == [("x", "met"), ("y", "met")]
+
+
+async def test_strangers_cost_no_llm_call(app_factory, fake_llm, clock):
+    from tests.fakes.channel import RecordingChannel
+
+    telegram = RecordingChannel("telegram")
+    config_app = await app_factory(channels={"telegram": {"allowed_users": [111]}})
+    app = await build_app(config_app.config, clock=clock, environ={}, extra_channels=[telegram])
+    try:
+        assert await app.worker.deliver(incoming(app, "hi", channel="telegram", sender="999")) is None
+        assert fake_llm.requests == []
+        assert await rows(app, "SELECT id FROM messages") == []
+        handle = await app.worker.deliver(incoming(app, "hi", channel="telegram", sender="111"))
+        await handle
+        assert telegram.texts() == ["ok"]
+    finally:
+        await app.stop()
+
+
+async def test_redelivered_platform_message_is_answered_once(app, fake_llm, channel):
+    await say(app, "hi", message_id="m-1")
+    assert await app.worker.deliver(incoming(app, "hi", message_id="m-1")) is None
+    assert channel.texts() == ["ok"] and len(fake_llm.requests) == 1
+
+
+async def test_made_up_artifact_link_is_removed(app, fake_llm, channel):
+    fake_llm.add(Step.text("Saved! See http://127.0.0.1:8765/artifacts/abc/report.html for the report."))
+    await say(app, "make me a report")
+    (reply,) = channel.texts()
+    assert "/artifacts/abc" not in reply
+    assert "[link removed]" in reply and "could not actually produce" in reply
+    (stored,) = await rows(app, "SELECT text FROM messages WHERE direction='out'")
+    assert stored["text"] == reply
+
+
+async def test_link_returned_by_a_tool_this_turn_is_kept(app, fake_llm, channel):
+    async def save(args, ctx):
+        return {"url": "http://127.0.0.1:8765/artifacts/xyz/note.html"}
+
+    app.registry.register(contract("test.save"), save)
+    fake_llm.add(Step.tool_calls(("test_save", {})),
+                 Step.text("Done: http://127.0.0.1:8765/artifacts/xyz/note.html."))
+    await say(app, "save it")
+    assert channel.texts() == ["Done: http://127.0.0.1:8765/artifacts/xyz/note.html."]
+
+
+async def test_a_failed_send_is_recorded_and_the_turn_still_completes(app, fake_llm, channel):
+    channel.fail_sends = True
+    await say(app, "hi")
+    (reply,) = await rows(app, "SELECT status FROM messages WHERE direction='out'")
+    assert reply["status"] == "failed"
+    (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
+    assert inbound["status"] == "done"
+
+
+async def test_pending_message_is_processed_after_a_restart(make_config, clock, channel, fake_llm):
+    config = make_config()
+    # a first life: the message is stored, then the process dies before answering
+    store = await Store.open(config.storage.path, clock)
+    await store.ensure_conversation("test:c1", "test", "c1")
+    await store.add_inbound("test:c1", sender_id="u1", text="are you there?", platform_message_id="m-9")
+    await store.close()
+
+    clock.advance(minutes=2)
+    fake_llm.add(Step.text("Yes, sorry for the wait."))
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
+    try:
+        await app.start()
+        await asyncio.gather(*app.worker._turns)
+        assert channel.texts() == ["Yes, sorry for the wait."]
+        (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
+        assert inbound["status"] == "done"
+    finally:
+        await app.stop()
+
+
+async def test_old_pending_message_gets_an_apology_not_an_answer(make_config, clock, channel, fake_llm):
+    config = make_config(assistant={"recovery_max_age_s": 600})
+    store = await Store.open(config.storage.path, clock)
+    await store.ensure_conversation("test:c1", "test", "c1")
+    await store.add_inbound("test:c1", sender_id="u1", text="book the table", platform_message_id=None)
+    await store.close()
+
+    clock.advance(hours=3)
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
+    try:
+        await app.start()
+        (notice,) = channel.texts()
+        assert "book the table" in notice and "Nothing was done" in notice
+        assert fake_llm.requests == []
+        (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
+        assert inbound["status"] == "expired"
+    finally:
+        await app.stop()
+
+
+async def test_stored_but_unsent_reply_is_sent_after_a_restart(make_config, clock, channel, fake_llm):
+    config = make_config()
+    store = await Store.open(config.storage.path, clock)
+    await store.ensure_conversation("test:c1", "test", "c1")
+    await store.add_outbound("test:c1", "Your answer, delayed.", turn_id=None)
+    await store.close()
+
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
+    try:
+        await app.start()
+        assert channel.texts() == ["Your answer, delayed."]
+        (reply,) = await rows(app, "SELECT status FROM messages")
+        assert reply["status"] == "sent"
+    finally:
+        await app.stop()
+
+
+async def test_shutdown_waits_for_a_turn_in_flight(app, fake_llm, channel):
+    fake_llm.latency_s = 0.2
+    handle = await app.worker.deliver(incoming(app, "hi"))
+    await app.stop()
+    assert handle.done() and channel.texts() == ["ok"]
+    assert await app.worker.deliver(incoming(app, "late")) is None
