@@ -13,10 +13,13 @@ import structlog
 
 from bruce.channel import Channel
 from bruce.clock import Clock, SystemClock
+from bruce.approvals import ApprovalDesk
 from bruce.config import Config
+from bruce.confirmations import Confirmations
+from bruce.errors import ConfigError
 from bruce.llm import LLMService
 from bruce.log import Redactor
-from bruce.registry import ToolRegistry
+from bruce.registry import ContractError, ToolRegistry
 from bruce.store import Store
 from bruce.worker import Worker, WorkerSettings
 from tools.builtin import builtin_tools
@@ -80,15 +83,22 @@ async def build_app(
     redactor = redactor or Redactor(config.secrets())
     store = await Store.open(config.storage.path, clock)
     llm = LLMService(config.llm, store=store, clock=clock, environ=environ)
+    confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s)
     registry = ToolRegistry(
         store=store,
         clock=clock,
         zone=config.assistant.zone,
+        confirmations=confirmations,
         default_timeout_s=config.tools.timeout_s,
         audit_output_max_chars=config.tools.audit_output_max_chars,
+        overrides=config.tools.overrides,
         redactor=redactor,
     )
-    registry.register_all(builtin_tools(config))
+    try:
+        registry.register_all(builtin_tools(config, store=store))
+    except ContractError as exc:
+        await store.close()
+        raise ConfigError(str(exc)) from None
     channels: dict[str, Channel] = {c.name: c for c in extra_channels or []}
     a = config.assistant
     worker = Worker(
@@ -105,8 +115,11 @@ async def build_app(
             summary_batch=a.summary_batch,
             recovery_max_age_s=a.recovery_max_age_s,
             admin_base_url=config.admin.base_url,
+            approval_poll_s=config.tools.approval_poll_s,
         ),
         channels=channels,
+        confirmations=confirmations,
+        desk=ApprovalDesk(store=store, llm=llm, registry=registry, confirmations=confirmations),
         allow_lists={
             "telegram": frozenset(config.channels.telegram.allowed_users),
             "discord": frozenset(config.channels.discord.allowed_users),

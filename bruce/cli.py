@@ -37,6 +37,10 @@ def _parser() -> argparse.ArgumentParser:
     tools_sub = tools.add_subparsers(dest="tools_command")
     show = tools_sub.add_parser("show", help="print one tool contract as JSON")
     show.add_argument("name")
+    for verb, text in (("approve", "approve a pending request (the owner's local step-up path)"),
+                       ("deny", "deny a pending request")):
+        decide = sub.add_parser(verb, help=text)
+        decide.add_argument("id", help="the 8-character request id shown in the chat")
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("check", help="validate the config and exit")
@@ -82,26 +86,30 @@ async def _chat(config: Config, redactor: Redactor) -> None:
 
 
 def _tools_table(config: Config) -> list[dict[str, object]]:
+    """Each contract with its effective policy (config overrides applied)."""
+    from bruce.policy import effective_policy
     from tools.builtin import builtin_tools
 
-    return [
-        {
+    rows = []
+    for c, _ in sorted(builtin_tools(config, store=None), key=lambda t: t[0].name):
+        policy = effective_policy(c, config.tools.overrides.get(c.name))
+        rows.append({
             "name": c.name,
             "risk": str(c.risk),
-            "autonomous": c.autonomous,
-            "confirmation": c.confirmation,
+            "enabled": policy.refusal is None,
+            "autonomous": c.autonomous and not policy.needs_confirmation,
+            "confirmation": "local" if policy.step_up and policy.refusal is None else policy.needs_confirmation,
             "dry_run": str(c.dry_run),
             "idempotent": c.idempotent,
-        }
-        for c, _ in sorted(builtin_tools(config), key=lambda t: t[0].name)
-    ]
+        })
+    return rows
 
 
 def _print_tools(config: Config, name: str | None) -> int:
     from tools.builtin import builtin_tools
 
     if name:
-        for contract, _ in builtin_tools(config):
+        for contract, _ in builtin_tools(config, store=None):
             if name in (contract.name, contract.wire_name):
                 print(json.dumps(asdict(contract), indent=2, default=str))
                 return 0
@@ -114,6 +122,32 @@ def _print_tools(config: Config, name: str | None) -> int:
     for row in rows:
         print("  ".join(str(row[h]).lower().ljust(widths[h]) for h in headers))
     return 0
+
+
+async def _decide_locally(config: Config, confirmation_id: str, approve: bool) -> int:
+    from bruce.clock import SystemClock
+    from bruce.confirmations import Confirmations, Outcome
+    from bruce.store import Store
+
+    clock = SystemClock()
+    store = await Store.open(config.storage.path, clock)
+    try:
+        decision = await Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s).decide_locally(
+            confirmation_id.lower(), approve=approve)
+    finally:
+        await store.close()
+    action = decision.action
+    messages = {
+        Outcome.QUEUED: f"approved: {action.tool_name if action else ''} will run within "
+                        f"{config.tools.approval_poll_s:g}s if Bruce is running, and the user will be told the outcome",
+        Outcome.DENIED: f"denied: {action.tool_name if action else ''} will not run",
+        Outcome.NOT_FOUND: f"no request {confirmation_id}",
+        Outcome.EXPIRED: f"request {confirmation_id} has expired; nothing will run",
+        Outcome.ALREADY_DECIDED: f"request {confirmation_id} was already handled ({action.status if action else ''})",
+    }
+    ok = decision.outcome in (Outcome.QUEUED, Outcome.DENIED)
+    print(messages.get(decision.outcome, decision.outcome.value), file=sys.stdout if ok else sys.stderr)
+    return 0 if ok else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -129,6 +163,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "tools":
         return _print_tools(config, getattr(args, "name", None))
+    if args.command in ("approve", "deny"):
+        try:
+            return asyncio.run(_decide_locally(config, args.id, args.command == "approve"))
+        except BruceError as exc:
+            print(f"bruce: {exc}", file=sys.stderr)
+            return 1
     chat = args.command == "chat"
     redactor = configure_logging(
         level="error" if chat else config.logging.level,

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from bruce.errors import ConfigError
 
@@ -28,6 +28,7 @@ __all__ = [
     "DiscordConfig",
     "AdminConfig",
     "ToolsConfig",
+    "ToolOverride",
     "LoggingConfig",
     "load_config",
     "default_config_path",
@@ -154,9 +155,66 @@ class AdminConfig(_Model):
         return f"http://{host}:{self.port}"
 
 
+class ToolOverride(_Model):
+    """Tightening only: a tool can be disabled or made to ask first, never loosened."""
+
+    enabled: bool = True
+    require_confirmation: bool = False
+
+
+class WebToolsConfig(_Model):
+    search_backend: Literal["duckduckgo", "searxng", "brave"] = "duckduckgo"
+    searxng_url: str | None = None
+    brave_api_key: SecretStr | None = None
+    max_results: int = Field(5, ge=1, le=20)
+    allow_private: bool = False
+    read_max_bytes: int = Field(2_000_000, ge=1024)
+    read_timeout_s: float = Field(15.0, gt=0)
+
+    _blank = field_validator("searxng_url", "brave_api_key", mode="before")(_blank_to_none)
+
+    @model_validator(mode="after")
+    def _backend_settings(self) -> WebToolsConfig:
+        if self.search_backend == "searxng" and not self.searxng_url:
+            raise ValueError("search_backend searxng needs searxng_url")
+        if self.search_backend == "brave" and not self.brave_api_key:
+            raise ValueError("search_backend brave needs brave_api_key (e.g. \"${BRAVE_API_KEY}\")")
+        return self
+
+
+class ArtifactsConfig(_Model):
+    dir: Path = Path("data/artifacts")
+    max_bytes: int = Field(1_000_000, ge=1024)
+
+
+class FilesConfig(_Model):
+    notes_dir: Path = Path("data/notes")
+    max_bytes: int = Field(200_000, ge=1024)
+
+
+class HttpPostConfig(_Model):
+    allowed_urls: list[str] = Field(default_factory=list)
+    timeout_s: float = Field(15.0, gt=0)
+
+    @field_validator("allowed_urls")
+    @classmethod
+    def _http_urls(cls, urls: list[str]) -> list[str]:
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"{url!r} is not an http(s) URL")
+        return urls
+
+
 class ToolsConfig(_Model):
     timeout_s: float = Field(30.0, gt=0)
     audit_output_max_chars: int = Field(8000, ge=256)
+    confirmation_ttl_s: float = Field(600.0, gt=0)
+    approval_poll_s: float = Field(2.0, gt=0)
+    overrides: dict[str, ToolOverride] = Field(default_factory=dict)
+    web: WebToolsConfig = WebToolsConfig()
+    artifacts: ArtifactsConfig = ArtifactsConfig()
+    files: FilesConfig = FilesConfig()
+    http_post: HttpPostConfig = HttpPostConfig()
 
 
 class LoggingConfig(_Model):
@@ -180,6 +238,7 @@ class Config(_Model):
             self.channels.telegram.token,
             self.channels.discord.token,
             self.admin.token,
+            self.tools.web.brave_api_key,
         ]
         found += [e.api_key for e in self.llm.endpoints()]
         return sorted({s.get_secret_value() for s in found if s and s.get_secret_value()})

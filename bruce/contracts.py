@@ -105,6 +105,8 @@ class ToolResult:
     def for_model(self) -> dict[str, Any]:
         if self.ok:
             return {"ok": True, "result": self.output}
+        if self.status == "awaiting_confirmation":
+            return {"ok": False, "status": self.status, "message": self.error, **(self.output or {})}
         return {"ok": False, "status": self.status, "error": self.error}
 
 
@@ -117,6 +119,7 @@ class ToolContext:
     conversation_id: str | None
     turn_id: str | None
     dry_run: bool = False
+    idempotency_key: str | None = None
     now: datetime | None = field(default=None)
 
 

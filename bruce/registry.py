@@ -1,16 +1,22 @@
 """ToolRegistry: the contracts the model may see, and the one audited way to run a tool.
 
-``execute`` never raises for anything a model can cause: an unknown name, malformed or
-schema-violating arguments, a tool that raises or hangs all come back as a ``ToolResult``
-with a status, and every call (whatever its outcome) is one ``tool_executions`` row.
+``execute`` never raises for anything a model can cause. In order, a call is: looked up
+(``unknown_tool``), checked against policy (``denied``), parsed and validated against the
+input schema (``invalid_args``), previewed when the model asked for ``dry_run``, parked as a
+pending confirmation when policy says the user must decide (``awaiting_confirmation``),
+replayed when an idempotent tool already did exactly this, or run under a time-out (``ok``,
+``error``, ``timeout``). Every call, whatever its outcome, is one ``tool_executions`` row.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
+import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -18,16 +24,24 @@ import structlog
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
 
-from bruce.clock import Clock
-from bruce.contracts import Risk, ToolCall, ToolContext, ToolContract, ToolHandler, ToolResult
+from bruce.clock import Clock, utc_iso
+from bruce.config import ToolOverride
+from bruce.confirmations import Confirmations, PendingAction
+from bruce.contracts import DryRun, Risk, ToolCall, ToolContext, ToolContract, ToolHandler, ToolResult
 from bruce.errors import BruceError, ToolError, ToolInputInvalid
 from bruce.log import Redactor
+from bruce.policy import Policy, effective_policy
 from bruce.store import Store, ToolExecutionRecord
 from bruce.turn import TurnScope
 
-__all__ = ["ToolRegistry", "RegisteredTool", "ContractError"]
+__all__ = ["ToolRegistry", "RegisteredTool", "ContractError", "check_contract"]
 
 log = structlog.get_logger(__name__)
+
+AWAITING_MESSAGE = (
+    "Not done yet: this action needs the user's explicit approval, and a request ({id}) was sent to "
+    "them{how}. Tell the user it is waiting for their approval. Do not say it happened."
+)
 
 
 class ContractError(BruceError):
@@ -39,9 +53,15 @@ class RegisteredTool:
     contract: ToolContract
     handler: ToolHandler
     validator: Draft202012Validator
+    policy: Policy
+
+    @property
+    def schema_for_model(self) -> dict[str, Any]:
+        return self.validator.schema  # type: ignore[no-any-return]
 
 
-def _check_contract(contract: ToolContract) -> list[str]:
+def check_contract(contract: ToolContract) -> list[str]:
+    """Every problem with a contract, at once."""
     problems = []
     parts = contract.name.split(".")
     if len(parts) != 2 or not all(p.replace("_", "").isalnum() and p.islower() for p in parts):
@@ -58,6 +78,8 @@ def _check_contract(contract: ToolContract) -> list[str]:
             problems.append(f"{label} is not a valid JSON Schema: {exc.message}")
     if contract.input_schema.get("type") != "object":
         problems.append("input_schema must describe an object")
+    if "dry_run" in contract.input_schema.get("properties", {}):
+        problems.append("input_schema must not define dry_run (the registry adds it)")
     if contract.risk in (Risk.HIGH, Risk.CRITICAL):
         if contract.autonomous:
             problems.append(f"a {contract.risk} tool cannot be autonomous")
@@ -72,12 +94,27 @@ def _check_contract(contract: ToolContract) -> list[str]:
     return problems
 
 
+def _with_dry_run(contract: ToolContract) -> dict[str, Any]:
+    schema = copy.deepcopy(contract.input_schema)
+    if contract.dry_run is not DryRun.NONE:
+        schema.setdefault("properties", {})["dry_run"] = {
+            "type": "boolean",
+            "description": "true: validate and preview what would happen, without doing it",
+        }
+    return schema
+
+
 def _schema_message(validator: Draft202012Validator, arguments: Any) -> str | None:
     error = best_match(validator.iter_errors(arguments))
     if error is None:
         return None
     where = "/".join(str(p) for p in error.absolute_path)
     return f"{where}: {error.message}" if where else error.message
+
+
+def idempotency_key(tool_name: str, conversation_id: str | None, arguments: Mapping[str, Any]) -> str:
+    canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(f"{tool_name}\x00{conversation_id}\x00{canonical}".encode()).hexdigest()[:32]
 
 
 class ToolRegistry:
@@ -87,58 +124,98 @@ class ToolRegistry:
         store: Store,
         clock: Clock,
         zone: ZoneInfo,
+        confirmations: Confirmations,
         default_timeout_s: float = 30.0,
         audit_output_max_chars: int = 8000,
+        overrides: Mapping[str, ToolOverride] | None = None,
         redactor: Redactor | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
         self._zone = zone
+        self._confirmations = confirmations
         self._default_timeout_s = default_timeout_s
         self._audit_max = audit_output_max_chars
+        self._overrides = dict(overrides or {})
         self._redactor = redactor or Redactor()
         self._tools: dict[str, RegisteredTool] = {}
+        self._key_locks: dict[str, asyncio.Lock] = {}
+
+    # registration ---------------------------------------------------------------------
 
     def register(self, contract: ToolContract, handler: ToolHandler) -> None:
-        problems = _check_contract(contract)
+        problems = check_contract(contract)
         if contract.wire_name in self._tools:
             problems.append("a tool with this name is already registered")
         if problems:
             raise ContractError(f"tool {contract.name}: " + "; ".join(problems))
-        self._tools[contract.wire_name] = RegisteredTool(contract, handler, Draft202012Validator(contract.input_schema))
+        policy = effective_policy(contract, self._overrides.get(contract.name))
+        validator = Draft202012Validator(_with_dry_run(contract))
+        self._tools[contract.wire_name] = RegisteredTool(contract, handler, validator, policy)
 
     def register_all(self, tools: Iterable[tuple[ToolContract, ToolHandler]]) -> None:
         for contract, handler in tools:
             self.register(contract, handler)
+        unknown = sorted(set(self._overrides) - {t.contract.name for t in self._tools.values()})
+        if unknown:
+            raise ContractError(f"tools.overrides names unknown tools: {', '.join(unknown)}")
 
-    def contracts(self) -> list[ToolContract]:
-        return sorted((t.contract for t in self._tools.values()), key=lambda c: c.name)
+    def tools(self) -> list[RegisteredTool]:
+        return sorted(self._tools.values(), key=lambda t: t.contract.name)
 
     def get(self, name: str) -> RegisteredTool | None:
-        return self._tools.get(name) or self._tools.get(name.replace(".", "_"))
+        return self._tools.get(name.replace(".", "_"))
 
     def definitions(self) -> list[dict[str, Any]]:
-        """What the model is shown: every tool except forbidden ones."""
-        return [t.contract.definition() for t in self._tools.values() if t.contract.risk is not Risk.FORBIDDEN]
+        """What the model is shown: every visible tool, with ``dry_run`` where supported."""
+        return [
+            {"type": "function", "function": {"name": t.contract.wire_name, "description": t.contract.description,
+                                              "parameters": t.schema_for_model}}
+            for t in self.tools()
+            if t.policy.visible
+        ]
+
+    # execution ------------------------------------------------------------------------
 
     async def execute(self, call: ToolCall, scope: TurnScope) -> ToolResult:
         started = self._clock.monotonic()
         tool = self._tools.get(call.name)
-        arguments: Any = call.arguments
         if tool is None:
-            known = ", ".join(sorted(n for n, t in self._tools.items() if t.contract.risk is not Risk.FORBIDDEN))
-            result = ToolResult(call.id, call.name, "unknown_tool", error=f"There is no tool named {call.name!r}. Available tools: {known}.")
-            return await self._audit(call, scope, None, arguments, result, started)
-        if tool.contract.risk is Risk.FORBIDDEN:
-            result = ToolResult(call.id, call.name, "denied", error=f"The tool {tool.contract.name} is not allowed.")
-            return await self._audit(call, scope, tool, arguments, result, started)
+            known = ", ".join(t.contract.wire_name for t in self.tools() if t.policy.visible)
+            result = ToolResult(call.id, call.name, "unknown_tool",
+                                error=f"There is no tool named {call.name!r}. Available tools: {known}.")
+            return await self._audit(call, scope, None, call.arguments, result, started)
+        if tool.policy.refusal:
+            result = ToolResult(call.id, call.name, "denied", error=tool.policy.refusal)
+            return await self._audit(call, scope, tool, call.arguments, result, started)
         try:
             arguments = self._parse_arguments(call.arguments, tool)
         except ToolInputInvalid as exc:
             result = ToolResult(call.id, call.name, "invalid_args", error=str(exc))
+            return await self._audit(call, scope, tool, call.arguments, result, started)
+        if arguments.pop("dry_run", False):
+            result = await self._run(call, tool, arguments, scope, dry_run=True)
+            if result.ok:
+                result = ToolResult(call.id, call.name, "ok", output={"dry_run": True, "preview": result.output})
+            return await self._audit(call, scope, tool, {**arguments, "dry_run": True}, result, started)
+        if tool.policy.needs_confirmation:
+            result = await self._park(call, tool, arguments, scope)
             return await self._audit(call, scope, tool, arguments, result, started)
-        result = await self._run(call, tool, arguments, scope)
-        return await self._audit(call, scope, tool, arguments, result, started)
+        result, key = await self._run_once(call, tool, arguments, scope)
+        return await self._audit(call, scope, tool, arguments, result, started, key=key)
+
+    async def run_approved(self, action: PendingAction, scope: TurnScope) -> ToolResult:
+        """Run a request the user (or the owner, locally) approved; audited as ``confirmation``."""
+        started = self._clock.monotonic()
+        call = ToolCall(id=f"confirmation:{action.id}", name=action.tool_name.replace(".", "_"),
+                        arguments=json.dumps(action.arguments))
+        tool = self._tools.get(call.name)
+        if tool is None or tool.policy.refusal:
+            status = "unknown_tool" if tool is None else "denied"
+            result = ToolResult(call.id, call.name, status, error=f"{action.tool_name} is no longer available.")
+            return await self._audit(call, scope, tool, action.arguments, result, started)
+        result, key = await self._run_once(call, tool, dict(action.arguments), scope)
+        return await self._audit(call, scope, tool, action.arguments, result, started, key=key)
 
     def _parse_arguments(self, raw: str, tool: RegisteredTool) -> dict[str, Any]:
         try:
@@ -148,13 +225,51 @@ class ToolRegistry:
         problem = _schema_message(tool.validator, arguments)
         if problem:
             raise ToolInputInvalid(f"arguments do not match the schema of {tool.contract.wire_name}: {problem}")
-        return arguments
+        return arguments  # type: ignore[no-any-return]
 
-    async def _run(self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope) -> ToolResult:
+    async def _park(self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope) -> ToolResult:
+        preview = None
+        if tool.contract.dry_run is DryRun.REQUIRED:
+            previewed = await self._run(call, tool, arguments, scope, dry_run=True)
+            if not previewed.ok:
+                return previewed  # the call would fail anyway: nothing to approve
+            preview = previewed.output
+        request = await self._confirmations.request(
+            tool.contract, arguments, conversation_id=scope.conversation_id, user_id=scope.user_id,
+            turn_id=scope.turn_id, call_id=call.id, preview=preview, step_up=tool.policy.step_up,
+        )
+        scope.confirmations.append(request)
+        how = " (the owner must approve it on the machine with `bruce approve`)" if request.step_up else ""
+        message = AWAITING_MESSAGE.format(id=request.id, how=how)
+        return ToolResult(call.id, call.name, "awaiting_confirmation", output={"confirmation_id": request.id},
+                          error=message)
+
+    async def _run_once(
+        self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope,
+    ) -> tuple[ToolResult, str | None]:
+        if not tool.contract.idempotent:
+            return await self._run(call, tool, arguments, scope), None
+        key = idempotency_key(tool.contract.name, scope.conversation_id, arguments)
+        async with self._key_locks.setdefault(key, asyncio.Lock()):
+            now = self._clock.now()
+            earlier = await self._store.idempotent_result(key, now=utc_iso(now))
+            if earlier is not None:
+                log.info("tool.replayed", tool=tool.contract.name, key=key)
+                return ToolResult(call.id, call.name, "ok", output=earlier), key
+            result = await self._run(call, tool, arguments, scope, key=key)
+            if result.ok:
+                expires = now + timedelta(seconds=tool.contract.idempotency_window_s)
+                await self._store.remember_result(key, tool.contract.name, result.output, expires_at=utc_iso(expires))
+        return result, key
+
+    async def _run(
+        self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope, *,
+        dry_run: bool = False, key: str | None = None,
+    ) -> ToolResult:
         timeout_s = tool.contract.timeout_s or self._default_timeout_s
         context = ToolContext(
-            clock=self._clock, zone=self._zone, conversation_id=scope.conversation_id,
-            turn_id=scope.turn_id, now=self._clock.now(),
+            clock=self._clock, zone=self._zone, conversation_id=scope.conversation_id, turn_id=scope.turn_id,
+            dry_run=dry_run, idempotency_key=key, now=self._clock.now(),
         )
         try:
             async with asyncio.timeout(timeout_s):
@@ -167,8 +282,11 @@ class ToolRegistry:
             return ToolResult(call.id, call.name, "error", error=f"{exc.code}: {exc}")
         except Exception as exc:  # a tool bug must not end the conversation
             log.exception("tool.crashed", tool=tool.contract.name)
-            return ToolResult(call.id, call.name, "error", error=f"internal_error: the tool failed unexpectedly ({type(exc).__name__}).")
+            return ToolResult(call.id, call.name, "error",
+                              error=f"internal_error: the tool failed unexpectedly ({type(exc).__name__}).")
         return ToolResult(call.id, call.name, "ok", output=output)
+
+    # audit ----------------------------------------------------------------------------
 
     def _audit_output(self, output: Any) -> Any:
         text = json.dumps(self._redactor.value(output), ensure_ascii=False, default=str)
@@ -178,7 +296,7 @@ class ToolRegistry:
 
     async def _audit(
         self, call: ToolCall, scope: TurnScope, tool: RegisteredTool | None, arguments: Any,
-        result: ToolResult, started: float,
+        result: ToolResult, started: float, *, key: str | None = None,
     ) -> ToolResult:
         latency_ms = (self._clock.monotonic() - started) * 1000
         record = ToolExecutionRecord(
@@ -193,6 +311,7 @@ class ToolRegistry:
             error=self._redactor.text(result.error) if result.error else None,
             latency_ms=latency_ms,
             source=scope.source if scope.source in ("chat", "proactive", "confirmation") else "chat",
+            idempotency_key=key,
         )
         await asyncio.shield(self._store.record_tool_execution(record))
         log.info("tool.executed", tool=record.tool_name, status=result.status, ms=round(latency_ms, 1))

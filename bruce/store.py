@@ -225,6 +225,10 @@ class Store:
         )
         return [StoredMessage(**r) for r in reversed(rows)]
 
+    async def last_message_id(self, conversation_id: str) -> int:
+        row = await self._fetch_one("SELECT MAX(id) AS id FROM messages WHERE conversation_id = ?", (conversation_id,))
+        return int(row["id"]) if row and row["id"] is not None else 0
+
     async def previous_message_time(self, conversation_id: str, before_id: int) -> str | None:
         row = await self._fetch_one(
             "SELECT created_at FROM messages WHERE conversation_id = ? AND id < ? ORDER BY id DESC LIMIT 1",
@@ -326,6 +330,87 @@ class Store:
                 rec.error, round(rec.latency_ms, 3), rec.source, rec.idempotency_key, self._now(),
             ),
         )
+
+    # confirmations ------------------------------------------------------------------------
+
+    async def add_confirmation(
+        self, *, confirmation_id: str, conversation_id: str, user_id: str | None, turn_id: str | None,
+        call_id: str | None, tool_name: str, arguments: Any, preview: Any, step_up: bool, expires_at: str,
+    ) -> None:
+        await self._write(
+            "INSERT INTO pending_confirmations (id, conversation_id, user_id, turn_id, call_id, tool_name,"
+            " arguments, preview, step_up, status, created_at, expires_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+            (confirmation_id, conversation_id, user_id, turn_id, call_id, tool_name, _json(arguments),
+             None if preview is None else _json(preview), int(step_up), self._now(), expires_at),
+        )
+
+    async def confirmation(self, confirmation_id: str) -> dict[str, Any] | None:
+        found = await self.fetch_all("SELECT * FROM pending_confirmations WHERE id = ?", (confirmation_id,))
+        return found[0] if found else None
+
+    async def move_confirmation(
+        self, confirmation_id: str, *, from_status: str, to_status: str, via: str | None = None,
+        unexpired_at: str | None = None,
+    ) -> bool:
+        """Atomically move a confirmation between states; False if it was not in ``from_status``
+        (or, with ``unexpired_at``, had expired by then). This is what makes a decision single use."""
+        sql = (
+            "UPDATE pending_confirmations SET status = ?, decided_at = COALESCE(decided_at, ?),"
+            " decided_via = COALESCE(?, decided_via) WHERE id = ? AND status = ?"
+        )
+        params: list[Any] = [to_status, self._now(), via, confirmation_id, from_status]
+        if unexpired_at is not None:
+            sql += " AND expires_at > ?"
+            params.append(unexpired_at)
+        try:
+            cur = await self._db.execute(sql, params)
+            await self._db.commit()
+        except sqlite3.Error as exc:
+            raise StoreError(f"database write failed: {exc}") from exc
+        return cur.rowcount == 1
+
+    async def finish_confirmation(self, confirmation_id: str, *, status: str, result: Any) -> None:
+        await self._write(
+            "UPDATE pending_confirmations SET status = ?, result = ? WHERE id = ?",
+            (status, _json(result), confirmation_id),
+        )
+
+    async def confirmations_with_status(self, status: str) -> list[dict[str, Any]]:
+        return await self.fetch_all(
+            "SELECT * FROM pending_confirmations WHERE status = ? ORDER BY created_at", (status,)
+        )
+
+    # idempotency ----------------------------------------------------------------------------
+
+    async def idempotent_result(self, key: str, *, now: str) -> Any | None:
+        found = await self.fetch_all(
+            "SELECT output FROM idempotency_keys WHERE key = ? AND expires_at > ?", (key, now)
+        )
+        return json.loads(found[0]["output"]) if found else None
+
+    async def remember_result(self, key: str, tool_name: str, output: Any, *, expires_at: str) -> None:
+        await self._write(
+            "INSERT OR REPLACE INTO idempotency_keys (key, tool_name, output, created_at, expires_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (key, tool_name, json.dumps(output, default=str), self._now(), expires_at),
+        )
+
+    # artifacts --------------------------------------------------------------------------
+
+    async def add_artifact(
+        self, *, artifact_id: str, conversation_id: str | None, turn_id: str | None, title: str | None,
+        filename: str, fmt: str, path: str, size_bytes: int, sha256: str,
+    ) -> None:
+        await self._write(
+            "INSERT INTO artifacts (id, conversation_id, turn_id, title, filename, format, path, size_bytes,"
+            " sha256, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (artifact_id, conversation_id, turn_id, title, filename, fmt, path, size_bytes, sha256, self._now()),
+        )
+
+    async def artifact(self, artifact_id: str) -> dict[str, Any] | None:
+        found = await self.fetch_all("SELECT * FROM artifacts WHERE id = ?", (artifact_id,))
+        return found[0] if found else None
 
 
 def _json(value: Any) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from bruce.channel import ConfirmationRequest
+
 __all__ = ["TurnScope", "new_turn_id"]
 
 
@@ -19,7 +21,7 @@ class TurnScope:
     user_id: str | None
     source: str = "chat"  # chat | proactive | confirmation | summary
     _llm_seq: int = 0
-    produced_urls: set[str] = field(default_factory=set)
+    confirmations: list[ConfirmationRequest] = field(default_factory=list)
 
     def next_llm_seq(self) -> int:
         self._llm_seq += 1

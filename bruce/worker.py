@@ -9,15 +9,19 @@ Folding old history into a summary runs in the background afterwards.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import structlog
 
 from bruce.agent import LLM, Tools, TurnResult, run_agent_loop
-from bruce.channel import Channel, IncomingMessage, split_text
+from bruce.approvals import ApprovalDesk, DeskReply
+from bruce.channel import Channel, ConfirmationRequest, IncomingMessage, split_text
+from bruce.commands import Command, parse_command
+from bruce.confirmations import Confirmations, PendingAction
 from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.errors import LLMError, LLMNotConfigured
 from bruce.grounding import check_links
@@ -51,6 +55,7 @@ class WorkerSettings:
     summary_batch: int = 4
     recovery_max_age_s: float = 3600.0
     admin_base_url: str = "http://127.0.0.1:8765"
+    approval_poll_s: float = 2.0
 
 
 class Worker:
@@ -63,9 +68,14 @@ class Worker:
         clock: Clock,
         settings: WorkerSettings,
         channels: Mapping[str, Channel],
+        confirmations: Confirmations,
+        desk: ApprovalDesk,
         allow_lists: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self._store = store
+        self._confirmations = confirmations
+        self._desk = desk
+        self._watcher: asyncio.Task[None] | None = None
         self._llm = llm
         self._registry = registry
         self._clock = clock
@@ -106,7 +116,10 @@ class Worker:
         return self._spawn(message.conversation_id, message_id, message.sender_id)
 
     def _spawn(self, conversation_id: str, message_id: int, sender_id: str | None) -> asyncio.Task[None]:
-        task = asyncio.create_task(self._process(conversation_id, message_id, sender_id), name=f"turn:{conversation_id}")
+        return self._spawn_task(self._process(conversation_id, message_id, sender_id), f"turn:{conversation_id}")
+
+    def _spawn_task(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.create_task(work, name=name)
         self._turns.add(task)
         task.add_done_callback(self._turns.discard)
         return task
@@ -117,8 +130,60 @@ class Worker:
             stored = await self._store.message(message_id)
             if stored is None or stored.status != "pending":
                 return
+            command = parse_command(stored.text)
+            if command is not None:
+                await self._decide(stored, command, sender_id)
+                return
             await self._answer(stored, sender_id)
         self._maybe_fold(conversation_id)
+
+    # decisions on pending confirmations ------------------------------------------------
+
+    async def _chat_history(self, conversation_id: str, up_to_id: int) -> list[dict[str, str]]:
+        rows = await self._store.history(conversation_id, limit=self._settings.history_limit, up_to_id=up_to_id)
+        return [{"role": m.role, "content": m.text} for m in rows]
+
+    async def _decide(self, inbound: StoredMessage, command: Command, sender_id: str | None) -> None:
+        history = await self._chat_history(inbound.conversation_id, inbound.id)
+        reply = await self._desk.handle(command, conversation_id=inbound.conversation_id,
+                                        user_id=sender_id or "", history=history)
+        await self._reply(inbound.conversation_id, reply, inbound_id=inbound.id)
+
+    async def _reply(self, conversation_id: str, reply: DeskReply, *, inbound_id: int | None = None) -> None:
+        reply_id = await self._store.add_outbound(conversation_id, reply.text, turn_id=reply.turn_id, kind=reply.kind)
+        if inbound_id is not None:
+            await asyncio.shield(self._store.set_message_status(inbound_id, "done", turn_id=reply.turn_id))
+        await self._send(reply_id, conversation_id, reply.text)
+
+    async def _run_queued(self, action: PendingAction) -> None:
+        """A request the owner approved locally: run it in its conversation's order, then report."""
+        lock = self._locks.setdefault(action.conversation_id, asyncio.Lock())
+        async with lock:
+            last_id = await self._store.last_message_id(action.conversation_id)
+            history = await self._chat_history(action.conversation_id, last_id)
+            reply = await self._desk.run(action, history=history, user_id=action.user_id)
+            await self._reply(action.conversation_id, reply)
+
+    async def _watch_approvals(self) -> None:
+        while True:
+            try:
+                for action in await self._confirmations.claim_queued():
+                    self._spawn_task(self._run_queued(action), f"approved:{action.id}")
+            except Exception:
+                log.exception("approvals.watch_failed")
+            await asyncio.sleep(self._settings.approval_poll_s)
+
+    async def _send_confirmations(self, conversation_id: str, requests: list[ConfirmationRequest]) -> None:
+        channel_name, chat_id = conversation_id.split(":", 1)
+        channel = self._channels.get(channel_name)
+        for request in requests:
+            if channel is None:
+                log.warning("confirmation.no_channel", confirmation=request.id)
+                continue
+            try:
+                await channel.send_confirmation(chat_id, request)
+            except Exception:
+                log.exception("confirmation.send_failed", confirmation=request.id)
 
     # one turn --------------------------------------------------------------------------
 
@@ -164,8 +229,7 @@ class Worker:
             zone=s.zone,
             previous_message_at=parse_iso(previous) if previous else None,
         )
-        rows = await self._store.history(conversation_id, limit=s.history_limit, up_to_id=inbound.id)
-        history = [{"role": m.role, "content": m.text} for m in rows]
+        history = await self._chat_history(conversation_id, inbound.id)
         return await run_agent_loop(self._llm, self._registry, system_prompt, history, s.max_turns, scope=scope)
 
     async def _deliver_reply(self, inbound: StoredMessage, scope: TurnScope, result: TurnResult) -> None:
@@ -173,6 +237,7 @@ class Worker:
         reply_id = await self._store.add_outbound(inbound.conversation_id, report.text, turn_id=scope.turn_id)
         await asyncio.shield(self._finish(inbound, scope, result))
         await self._send(reply_id, inbound.conversation_id, report.text)
+        await self._send_confirmations(inbound.conversation_id, scope.confirmations)
         log.info("turn.finished", llm_turns=result.llm_turns, tools=len(result.tool_results), ceiling=result.hit_ceiling)
 
     async def _finish(self, inbound: StoredMessage, scope: TurnScope, result: TurnResult) -> None:
@@ -192,6 +257,7 @@ class Worker:
 
         await asyncio.shield(record())
         await self._send(reply_id, inbound.conversation_id, notice)
+        await self._send_confirmations(inbound.conversation_id, scope.confirmations)
 
     async def _send(self, reply_id: int, conversation_id: str, text: str) -> None:
         channel_name, chat_id = conversation_id.split(":", 1)
@@ -231,6 +297,10 @@ class Worker:
     async def recover(self) -> None:
         """Finish what a crash left: resend stored but unsent replies, answer pending messages
         (or apologize for those older than ``recovery_max_age_s``)."""
+        for action in await self._confirmations.interrupted():
+            note = (f"Request {action.id} ({action.tool_name}) was interrupted by a restart while running; "
+                    "it may or may not have completed. Please check before asking again.")
+            await self._reply(action.conversation_id, DeskReply(note, "notice"))
         for reply in await self._store.unsent_outbound():
             log.info("recovery.resend", message_id=reply.id)
             await self._send(reply.id, reply.conversation_id, reply.text)
@@ -246,6 +316,8 @@ class Worker:
             else:
                 log.info("recovery.process", message_id=message.id)
                 self._spawn(message.conversation_id, message.id, message.sender_id)
+        if self._watcher is None:
+            self._watcher = asyncio.create_task(self._watch_approvals(), name="approvals")
 
     async def _expire(self, message: StoredMessage) -> None:
         local = parse_iso(message.created_at).astimezone(self._settings.zone)
@@ -260,6 +332,9 @@ class Worker:
         """Stop taking messages, let in-flight turns finish for up to ``timeout_s``, cancel the
         rest (their messages stay pending and are recovered at the next start)."""
         self._accepting = False
+        if self._watcher is not None:
+            self._watcher.cancel()
+            await asyncio.gather(self._watcher, return_exceptions=True)
         pending = set(self._turns)
         if pending:
             log.info("worker.draining", turns=len(pending))

@@ -4,11 +4,27 @@ from __future__ import annotations
 
 from bruce.config import Config
 from bruce.contracts import ToolContract, ToolHandler
+from bruce.store import Store
+from tools.artifacts import artifact_save_tool
 from tools.calculator import MATH_CALCULATE, math_calculate
 from tools.clock import CLOCK_NOW, clock_now
+from tools.files import files_write_tool
+from tools.http_post import http_post_tool
+from tools.web_tools import web_tools
 
 __all__ = ["builtin_tools"]
 
 
-def builtin_tools(config: Config) -> list[tuple[ToolContract, ToolHandler]]:
-    return [(CLOCK_NOW, clock_now), (MATH_CALCULATE, math_calculate)]
+def builtin_tools(config: Config, *, store: Store | None) -> list[tuple[ToolContract, ToolHandler]]:
+    """Every built-in tool. ``store`` may be None when only the contracts are wanted
+    (``bruce tools``); the artifact tool then cannot run."""
+    t = config.tools
+    return [
+        (CLOCK_NOW, clock_now),
+        (MATH_CALCULATE, math_calculate),
+        *web_tools(t.web),
+        artifact_save_tool(store=store, artifacts_dir=t.artifacts.dir, base_url=config.admin.base_url,  # type: ignore[arg-type]
+                           max_bytes=t.artifacts.max_bytes),
+        files_write_tool(notes_dir=t.files.notes_dir, max_bytes=t.files.max_bytes),
+        http_post_tool(allowed_urls=t.http_post.allowed_urls, timeout_s=t.http_post.timeout_s),
+    ]

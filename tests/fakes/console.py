@@ -1,0 +1,52 @@
+"""Drive the real console channel through a pipe, as a person at a terminal would."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import re
+
+from channels.console import ConsoleChannel
+
+
+class ConsoleDriver:
+    def __init__(self, clock) -> None:
+        read_fd, self._write_fd = os.pipe()
+        self._stdin = os.fdopen(read_fd, "r", encoding="utf-8")
+        self.stdout = io.StringIO()
+        self.channel = ConsoleChannel(clock=clock, stdin=self._stdin, stdout=self.stdout)
+        self._task: asyncio.Task[None] | None = None
+        self._seen = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.channel.interact())
+
+    async def say(self, line: str, *, timeout: float = 20.0) -> str:
+        """Type a line and return everything printed until the console is idle again."""
+        os.write(self._write_fd, (line + "\n").encode())
+        deadline = asyncio.get_running_loop().time() + timeout
+        last = -1
+        while True:
+            await asyncio.sleep(0.05)
+            size = len(self.stdout.getvalue())
+            if size > self._seen and size == last:
+                break
+            last = size
+            assert asyncio.get_running_loop().time() < deadline, "no reply from the console"
+        out = self.stdout.getvalue()[self._seen:]
+        self._seen = len(self.stdout.getvalue())
+        return out
+
+    async def close(self) -> None:
+        os.write(self._write_fd, b"/quit\n")
+        os.close(self._write_fd)
+        if self._task:
+            await asyncio.wait_for(self._task, 10)
+        self._stdin.close()
+
+
+def request_id(text: str) -> str:
+    match = re.search(r"/approve ([0-9a-f]{8})|bruce approve ([0-9a-f]{8})", text)
+    assert match, f"no request id in {text!r}"
+    return match.group(1) or match.group(2)

@@ -1,0 +1,130 @@
+"""artifact.save: sanitised file names, one file plus one row, size limit, dry run."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from bruce.confirmations import Confirmations
+from bruce.contracts import DryRun, Risk, ToolContext
+from bruce.errors import ToolFailed
+from bruce.registry import ToolRegistry, check_contract
+from bruce.store import Store
+from tests.fakes.clock import FakeClock
+from tools.artifacts import artifact_save_tool, safe_filename
+
+BASE = "http://bruce.local:8080/"
+
+
+@pytest.fixture
+async def store(tmp_path: Path):
+    clock = FakeClock()
+    store = await Store.open(tmp_path / "b.db", clock)
+    await store.ensure_conversation("test:1", "test", "1")
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+def artifacts_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data" / "artifacts"
+
+
+@pytest.fixture
+def tool(store: Store, artifacts_dir: Path):
+    return artifact_save_tool(store=store, artifacts_dir=artifacts_dir, base_url=BASE, max_bytes=1000)
+
+
+def ctx(*, dry_run: bool = False, conversation_id: str | None = "test:1") -> ToolContext:
+    return ToolContext(clock=FakeClock(), zone=ZoneInfo("UTC"), conversation_id=conversation_id,
+                       turn_id=None, dry_run=dry_run)
+
+
+async def test_contract_passes_the_registry_checks(store: Store, tool):
+    contract, handler = tool
+    assert check_contract(contract) == []
+    clock = FakeClock()
+    registry = ToolRegistry(store=store, clock=clock, zone=ZoneInfo("UTC"), confirmations=Confirmations(store, clock))
+    registry.register(contract, handler)
+    assert contract.name == "artifact.save" and contract.risk is Risk.MEDIUM
+    assert contract.autonomous and not contract.confirmation and contract.dry_run is DryRun.OPTIONAL
+    assert contract.idempotent and contract.idempotency_window_s == 3600
+    validator = Draft202012Validator(contract.input_schema)
+    assert not validator.is_valid({"filename": "a", "content": "x", "format": "pdf"})
+    assert not validator.is_valid({"filename": "a", "content": "x", "extra": 1})
+    assert validator.is_valid({"filename": "a", "content": "x", "format": "text", "title": "T"})
+
+
+@pytest.mark.parametrize(
+    ("raw", "fmt", "expected"),
+    [
+        ("report.html", "html", "report.html"),
+        ("../../etc/passwd", "html", "passwd.html"),
+        ("..\\..\\windows\\system.ini", "text", "system.txt"),
+        ("report.exe", "html", "report.html"),
+        ("report.HTM", "markdown", "report.md"),
+        ("..hidden", "text", "hidden.txt"),
+        ("--.-x", "text", "x.txt"),
+        ("relatório de São Paulo.md", "markdown", "relatorio-de-Sao-Paulo.md"),
+        ("日本語", "html", "artifact.html"),
+        ("...", "html", "artifact.html"),
+        ("a<b>|c?*.txt", "text", "a-b-c.txt"),
+        ("x" * 120, "html", "x" * 95 + ".html"),
+    ],
+)
+def test_safe_filename(raw: str, fmt: str, expected: str):
+    assert safe_filename(raw, fmt) == expected
+
+
+async def test_saves_one_file_and_records_it(store: Store, tool, artifacts_dir: Path):
+    _, handler = tool
+    content = "<h1>Olá</h1>"
+    out = await handler({"filename": "../../etc/passwd", "content": content, "title": "Trip"}, ctx())
+    artifact_id = out["artifact_id"]
+    assert len(artifact_id) == 16 and int(artifact_id, 16) >= 0
+    assert out == {
+        "artifact_id": artifact_id, "url": f"http://bruce.local:8080/artifacts/{artifact_id}/passwd.html",
+        "filename": "passwd.html", "format": "html", "size_bytes": len(content.encode()),
+    }
+    path = artifacts_dir / artifact_id / "passwd.html"
+    assert path.read_text(encoding="utf-8") == content
+    assert [p.name for p in (artifacts_dir / artifact_id).iterdir()] == ["passwd.html"]  # no temp file left
+    row = await store.artifact(artifact_id)
+    assert row is not None
+    assert row["conversation_id"] == "test:1" and row["title"] == "Trip" and row["format"] == "html"
+    assert row["path"] == f"{artifact_id}/passwd.html" and row["size_bytes"] == len(content.encode())
+    assert row["sha256"] == hashlib.sha256(content.encode()).hexdigest()
+
+
+async def test_each_call_gets_its_own_id_and_folder(tool, artifacts_dir: Path):
+    _, handler = tool
+    a = await handler({"filename": "notes", "content": "# a", "format": "markdown"}, ctx(conversation_id=None))
+    b = await handler({"filename": "notes", "content": "# b", "format": "markdown"}, ctx(conversation_id=None))
+    assert a["artifact_id"] != b["artifact_id"] and a["filename"] == b["filename"] == "notes.md"
+    assert (artifacts_dir / a["artifact_id"] / "notes.md").read_text() == "# a"
+    assert (artifacts_dir / b["artifact_id"] / "notes.md").read_text() == "# b"
+
+
+async def test_too_large_counts_utf8_bytes(tool, artifacts_dir: Path):
+    _, handler = tool
+    await handler({"filename": "ok.txt", "content": "a" * 1000, "format": "text"}, ctx())  # exactly the limit
+    with pytest.raises(ToolFailed) as info:
+        await handler({"filename": "big.txt", "content": "é" * 501, "format": "text"}, ctx())  # 1002 bytes
+    assert info.value.code == "too_large" and "1002 bytes" in str(info.value) and "1000" in str(info.value)
+    assert len(list(artifacts_dir.iterdir())) == 1
+
+
+async def test_dry_run_validates_and_writes_nothing(store: Store, tool, artifacts_dir: Path):
+    _, handler = tool
+    out = await handler({"filename": "Plan final!.exe", "content": "hello", "format": "text"}, ctx(dry_run=True))
+    assert out == {"would_save": "Plan-final.txt", "format": "text", "size_bytes": 5,
+                   "url_pattern": "http://bruce.local:8080/artifacts/<id>/Plan-final.txt"}
+    assert not artifacts_dir.exists()
+    assert await store.fetch_all("SELECT * FROM artifacts") == []
+    with pytest.raises(ToolFailed) as info:
+        await handler({"filename": "x", "content": "x" * 1001}, ctx(dry_run=True))
+    assert info.value.code == "too_large"

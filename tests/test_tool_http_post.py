@@ -1,0 +1,189 @@
+"""http.post against a local aiohttp server: allow-list, dry run, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from aiohttp import web
+
+from bruce.confirmations import Confirmations
+from bruce.contracts import DryRun, Risk, ToolContext
+from bruce.errors import ConfigError, ToolFailed
+from bruce.registry import ToolRegistry, check_contract
+from bruce.store import Store
+from tests.fakes.clock import FakeClock
+from tools.http_post import http_post_tool
+
+
+class Receiver:
+    """A tiny webhook receiver on 127.0.0.1 that records every request."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.port = 0
+        self.base = ""
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        self.requests.append({"path": request.path, "query": request.query_string, "body": body,
+                              "content_type": request.content_type})
+        if request.path.endswith("/fail"):
+            return web.Response(status=500, text="boom: database down")
+        if request.path.endswith("/slow"):
+            await asyncio.sleep(2)
+        if request.path.endswith("/big"):
+            return web.Response(text="x" * 5000)
+        if request.path.endswith("/redirect"):
+            raise web.HTTPFound("/hooks/other")
+        return web.json_response({"received": True})
+
+
+@pytest.fixture
+async def receiver(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Receiver]:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    rec = Receiver()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", rec.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    rec.port = runner.addresses[0][1]
+    rec.base = f"http://127.0.0.1:{rec.port}"
+    yield rec
+    await runner.cleanup()
+
+
+def ctx(*, dry_run: bool = False) -> ToolContext:
+    return ToolContext(clock=FakeClock(), zone=ZoneInfo("UTC"), conversation_id=None, turn_id=None, dry_run=dry_run)
+
+
+@pytest.fixture
+def handler(receiver: Receiver):
+    return http_post_tool(allowed_urls=[f"{receiver.base}/hooks", f"{receiver.base}/exact?token=abc"],
+                          timeout_s=1.0, max_response_chars=100)[1]
+
+
+async def test_contract_passes_the_registry_checks(tmp_path: Path):
+    contract, handler = http_post_tool(allowed_urls=["https://example.org/hook"])
+    assert check_contract(contract) == []
+    assert contract.name == "http.post" and contract.risk is Risk.CRITICAL and contract.dry_run is DryRun.REQUIRED
+    assert contract.confirmation and contract.step_up and not contract.autonomous and not contract.idempotent
+    assert contract.permissions == ("network:post-allowlisted",)
+    clock = FakeClock()
+    store = await Store.open(tmp_path / "b.db", clock)
+    try:
+        confirmations = Confirmations(store, clock)
+        registry = ToolRegistry(store=store, clock=clock, zone=ZoneInfo("UTC"), confirmations=confirmations)
+        registry.register(contract, handler)
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("bad", ["ftp://example.org/x", "https://user:pw@example.org/x", "not a url", "/relative"])
+def test_bad_allow_list_entries_are_a_config_error(bad: str):
+    with pytest.raises(ConfigError) as info:
+        http_post_tool(allowed_urls=["https://ok.example/x", bad])
+    assert "tools.http_post.allowed_urls[1]" in str(info.value)
+
+
+async def test_posts_json_to_an_allowed_url(handler, receiver: Receiver):
+    out = await handler({"url": f"{receiver.base}/hooks/lights", "json": {"on": True, "room": "sala ☀"}}, ctx())
+    assert out == {"status": 200, "body": '{"received": true}', "truncated": False}
+    [request] = receiver.requests
+    assert request["path"] == "/hooks/lights" and request["content_type"] == "application/json"
+    assert json.loads(request["body"]) == {"on": True, "room": "sala ☀"}
+
+
+async def test_the_entry_itself_and_an_exact_query_are_allowed(handler, receiver: Receiver):
+    await handler({"url": f"{receiver.base}/hooks", "json": {}}, ctx())
+    await handler({"url": f"{receiver.base}/exact?token=abc", "json": {"a": 1}}, ctx())
+    assert [(r["path"], r["query"]) for r in receiver.requests] == [("/hooks", ""), ("/exact", "token=abc")]
+
+
+async def test_long_answers_are_truncated(handler, receiver: Receiver):
+    out = await handler({"url": f"{receiver.base}/hooks/big", "json": {}}, ctx())
+    assert out == {"status": 200, "body": "x" * 100, "truncated": True}
+
+
+async def test_redirects_are_not_followed(handler, receiver: Receiver):
+    out = await handler({"url": f"{receiver.base}/hooks/redirect", "json": {}}, ctx())
+    assert out["status"] == 302 and len(receiver.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "{base}/other", "{base}/hooksx", "{base}/Hooks/x", "{base}/hooks/../admin", "{base}/hooks/%2e%2e/admin",
+        "{base}/hooks/x?extra=1", "{base}/exact", "{base}/exact?token=abd",
+        "http://localhost:{port}/hooks/x", "http://127.0.0.2:{port}/hooks/x", "http://127.0.0.1:1/hooks/x",
+        "https://127.0.0.1:{port}/hooks/x", "http://u:p@127.0.0.1:{port}/hooks/x", "not a url", "file:///etc/passwd",
+    ],
+)
+async def test_urls_not_on_the_list_are_refused(handler, receiver: Receiver, url: str):
+    url = url.format(base=receiver.base, port=receiver.port)
+    for dry_run in (True, False):
+        with pytest.raises(ToolFailed) as info:
+            await handler({"url": url, "json": {"x": 1}}, ctx(dry_run=dry_run))
+        assert info.value.code == "url_not_allowed"
+        assert "tools.http_post.allowed_urls" in str(info.value) and "u:p" not in str(info.value)
+    assert receiver.requests == []
+
+
+async def test_an_empty_allow_list_says_how_to_configure_it(receiver: Receiver):
+    handler = http_post_tool(allowed_urls=[])[1]
+    with pytest.raises(ToolFailed) as info:
+        await handler({"url": f"{receiver.base}/hooks", "json": {}}, ctx())
+    assert info.value.code == "url_not_allowed"
+    assert "no URLs are configured" in str(info.value) and "tools.http_post.allowed_urls" in str(info.value)
+    assert receiver.requests == []
+
+
+async def test_dry_run_previews_and_sends_nothing(handler, receiver: Receiver):
+    out = await handler({"url": f"{receiver.base}/hooks/a", "json": {"msg": "olá", "n": [1, 2]}}, ctx(dry_run=True))
+    assert out == {
+        "method": "POST", "url": f"{receiver.base}/hooks/a",
+        "body": '{\n  "msg": "olá",\n  "n": [\n    1,\n    2\n  ]\n}',
+        "bytes": len('{"msg":"olá","n":[1,2]}'.encode()),
+    }
+    assert receiver.requests == []
+
+
+async def test_too_large_body_is_refused_before_sending(handler, receiver: Receiver):
+    for dry_run in (True, False):
+        with pytest.raises(ToolFailed) as info:
+            await handler({"url": f"{receiver.base}/hooks", "json": {"blob": "x" * 100_001}}, ctx(dry_run=dry_run))
+        assert info.value.code == "too_large"
+    assert receiver.requests == []
+
+
+async def test_server_error_is_an_http_error(handler, receiver: Receiver):
+    with pytest.raises(ToolFailed) as info:
+        await handler({"url": f"{receiver.base}/hooks/fail", "json": {}}, ctx())
+    assert info.value.code == "http_error"
+    assert "HTTP 500" in str(info.value) and "boom: database down" in str(info.value)
+    assert len(receiver.requests) == 1
+
+
+async def test_timeout(handler, receiver: Receiver):
+    with pytest.raises(ToolFailed) as info:
+        await handler({"url": f"{receiver.base}/hooks/slow", "json": {}}, ctx())
+    assert info.value.code == "timeout" and "1 seconds" in str(info.value)
+
+
+async def test_connection_error():
+    with socket.socket() as probe:  # a port on 127.0.0.1 where nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    handler = http_post_tool(allowed_urls=[f"http://127.0.0.1:{port}/hooks"], timeout_s=2.0)[1]
+    with pytest.raises(ToolFailed) as info:
+        await handler({"url": f"http://127.0.0.1:{port}/hooks/x", "json": {}}, ctx())
+    assert info.value.code == "connection_error" and f"127.0.0.1:{port}" in str(info.value)

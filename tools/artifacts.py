@@ -1,0 +1,138 @@
+"""artifact.save: keep a document the assistant wrote (HTML, Markdown or plain text) and give back
+a link to it.
+
+Each artifact is one file at ``<artifacts_dir>/<id>/<safe filename>`` plus one ``artifacts`` row;
+its URL is ``<base_url>/artifacts/<id>/<safe filename>``. The model's filename is only a hint:
+it is reduced to its last path component, to the characters ``A-Z a-z 0-9 . _ -`` (accents are
+dropped, anything else becomes ``-``), stripped of leading dots and dashes, capped in length,
+and its extension is replaced by the one matching ``format`` (.html, .md, .txt).
+
+Failure codes: ``invalid_args``, ``too_large`` (content over ``max_bytes`` UTF-8 bytes),
+``io_error`` (the file could not be written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import shutil
+import unicodedata
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bruce.contracts import DryRun, Risk, ToolContext, ToolContract, ToolHandler
+from bruce.errors import ToolFailed
+from bruce.store import Store
+from tools.files import write_atomic
+
+__all__ = ["artifact_save_tool", "safe_filename", "EXTENSIONS"]
+
+EXTENSIONS = {"html": ".html", "markdown": ".md", "text": ".txt"}
+MAX_FILENAME_CHARS = 100
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_filename(raw: str, fmt: str) -> str:
+    """A filename safe on disk and in a URL, ending in the extension of ``fmt``."""
+    base = raw.replace("\\", "/").rsplit("/", 1)[-1]
+    base = "".join(c for c in unicodedata.normalize("NFKD", base) if not unicodedata.combining(c))
+    base = _UNSAFE.sub("-", base).lstrip(".-")
+    stem = base.rsplit(".", 1)[0] if "." in base else base
+    ext = EXTENSIONS[fmt]
+    stem = stem[: MAX_FILENAME_CHARS - len(ext)].rstrip(".-") or "artifact"
+    return stem + ext
+
+
+def artifact_save_tool(
+    *, store: Store, artifacts_dir: Path, base_url: str, max_bytes: int = 1_000_000
+) -> tuple[ToolContract, ToolHandler]:
+    root = Path(artifacts_dir).resolve()
+    base = base_url.rstrip("/")
+    contract = ToolContract(
+        name="artifact.save",
+        description=(
+            "Save a document you wrote (an HTML page, Markdown or plain text) and get a link the user can open. "
+            "Use it for reports, tables, plans or anything too long or too rich for a chat message. "
+            f"Content is limited to {max_bytes} bytes. The filename is cleaned up and its extension set from 'format'."
+        ),
+        category="documents",
+        risk=Risk.MEDIUM,
+        autonomous=True,
+        confirmation=False,
+        dry_run=DryRun.OPTIONAL,
+        idempotent=True,
+        idempotency_window_s=3600.0,
+        input_schema={
+            "type": "object",
+            "properties": {
+                "filename": {"type": "string", "minLength": 1, "maxLength": 120,
+                             "description": "Suggested file name, e.g. 'trip-plan.html'."},
+                "content": {"type": "string", "description": "The whole document."},
+                "format": {"type": "string", "enum": ["html", "markdown", "text"], "default": "html"},
+                "title": {"type": "string", "maxLength": 200, "description": "Optional human title."},
+            },
+            "required": ["filename", "content"],
+            "additionalProperties": False,
+        },
+        output_schema={
+            "type": "object",
+            "properties": {
+                "artifact_id": {"type": "string"},
+                "url": {"type": "string"},
+                "filename": {"type": "string"},
+                "format": {"type": "string"},
+                "size_bytes": {"type": "integer"},
+            },
+            "required": ["artifact_id", "url", "filename", "format", "size_bytes"],
+        },
+        side_effects=(
+            "writes one file under data/artifacts and records it in the database; an identical call (same "
+            "conversation, same arguments) within an hour returns the first artifact instead of saving again"
+        ),
+        audit_event="artifact.saved",
+        failure_modes=("invalid_args", "too_large", "io_error"),
+        timeout_s=15.0,
+    )
+
+    def write(artifact_id: str, filename: str, data: bytes) -> Path:
+        folder = root / artifact_id
+        target = (folder / filename).resolve()
+        if not target.is_relative_to(root) or target.parent != folder:
+            raise ToolFailed("the artifact file name is not usable; choose a simpler one.", code="invalid_args")
+        folder.mkdir(parents=True, exist_ok=False)
+        write_atomic(target, data)
+        return target
+
+    async def artifact_save(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        fmt = args.get("format", "html")
+        filename = safe_filename(args["filename"], fmt)
+        data = args["content"].encode("utf-8")
+        if len(data) > max_bytes:
+            raise ToolFailed(
+                f"the content is {len(data)} bytes; artifacts are limited to {max_bytes} bytes. "
+                "Shorten it or split it into several artifacts.",
+                code="too_large",
+            )
+        if ctx.dry_run:
+            return {"would_save": filename, "format": fmt, "size_bytes": len(data),
+                    "url_pattern": f"{base}/artifacts/<id>/{filename}"}
+        artifact_id = uuid.uuid4().hex[:16]
+        try:
+            target = await asyncio.to_thread(write, artifact_id, filename, data)
+        except OSError as exc:
+            raise ToolFailed(f"could not save the artifact: {exc.strerror or 'disk error'}.", code="io_error") from None
+        try:
+            await store.add_artifact(
+                artifact_id=artifact_id, conversation_id=ctx.conversation_id, turn_id=ctx.turn_id,
+                title=args.get("title"), filename=filename, fmt=fmt, path=target.relative_to(root).as_posix(),
+                size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
+            )
+        except BaseException:
+            await asyncio.to_thread(shutil.rmtree, root / artifact_id, True)  # no file without its row
+            raise
+        return {"artifact_id": artifact_id, "url": f"{base}/artifacts/{artifact_id}/{filename}",
+                "filename": filename, "format": fmt, "size_bytes": len(data)}
+
+    return contract, artifact_save

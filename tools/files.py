@@ -1,0 +1,194 @@
+"""files.write: create, overwrite or append to one text file inside the configured notes folder.
+
+The path the model gives is always relative to ``notes_dir``. Refused (``path_not_allowed``):
+absolute paths, drive letters, ``..`` segments, NUL characters, and anything that resolves
+(after following symlinks) outside ``notes_dir``. Only ``.md`` and ``.txt`` files may be
+written (``extension_not_allowed``); the final file may not exceed ``max_bytes``
+(``too_large``); an existing file that is not UTF-8 text is left alone (``not_text``); disk
+problems are ``io_error``. Writes are atomic: a temporary file next to the target, then ``os.replace``.
+
+Dry run (always required before the real call) returns a unified diff of the change and
+touches nothing on disk, not even folders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import os
+import uuid
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from bruce.contracts import DryRun, Risk, ToolContext, ToolContract, ToolHandler
+from bruce.errors import ToolFailed
+
+__all__ = ["files_write_tool", "write_atomic"]
+
+ALLOWED_EXTENSIONS = frozenset({".md", ".txt"})
+DIFF_MAX_CHARS = 4000
+
+
+def write_atomic(target: Path, data: bytes) -> None:
+    """Write ``data`` to ``target`` through a temporary file in the same folder and ``os.replace``.
+    A replaced file keeps its permission bits; a new one gets the usual umask-based mode."""
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if target.exists():
+            os.chmod(tmp, target.stat().st_mode & 0o7777)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _relative(raw: str) -> PurePosixPath:
+    """The model's path as clean relative parts, or ToolFailed(path_not_allowed)."""
+    text = raw.strip().replace("\\", "/")
+    refuse = None
+    if not text or "\x00" in text:
+        refuse = "it is empty or contains invalid characters"
+    elif text.startswith("/") or (len(text) > 1 and text[1] == ":"):
+        refuse = "absolute paths are not allowed; give a path relative to the notes folder"
+    elif any(part == ".." for part in text.split("/")):
+        refuse = "'..' segments are not allowed"
+    parts = [p for p in text.split("/") if p not in ("", ".")] if refuse is None else []
+    if refuse is None and not parts:
+        refuse = "it does not name a file"
+    if refuse:
+        raise ToolFailed(f"cannot write {raw!r}: {refuse}.", code="path_not_allowed")
+    return PurePosixPath(*parts)
+
+
+def _check_extension(name: str, shown: str) -> None:
+    if PurePosixPath(name).suffix.lower() not in ALLOWED_EXTENSIONS:
+        raise ToolFailed(
+            f"cannot write {shown!r}: only .md and .txt files may be written.", code="extension_not_allowed"
+        )
+
+
+def _diff(old: str, new: str, rel: str) -> str:
+    lines = difflib.unified_diff(
+        old.splitlines(), new.splitlines(), fromfile=f"a/{rel}", tofile=f"b/{rel}", lineterm=""
+    )
+    text = "\n".join(lines)
+    if not text:
+        return "(no changes)"
+    if len(text) > DIFF_MAX_CHARS:
+        return text[:DIFF_MAX_CHARS] + f"\n... (diff cut: {len(text)} characters in total)"
+    return text
+
+
+def files_write_tool(*, notes_dir: Path, max_bytes: int = 200_000) -> tuple[ToolContract, ToolHandler]:
+    root = Path(notes_dir).resolve()
+    contract = ToolContract(
+        name="files.write",
+        description=(
+            "Write a text note (.md or .txt) inside the user's notes folder. 'path' is relative to that folder "
+            "(e.g. 'journal/2026-12.md'); missing sub-folders are created. mode 'overwrite' (default) replaces "
+            f"the file, 'append' adds to its end. Files are limited to {max_bytes} bytes."
+        ),
+        category="files",
+        risk=Risk.HIGH,
+        autonomous=False,
+        confirmation=True,
+        step_up=False,
+        dry_run=DryRun.REQUIRED,
+        idempotent=False,
+        input_schema={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "minLength": 1, "maxLength": 255,
+                         "description": "Path relative to the notes folder, ending in .md or .txt."},
+                "content": {"type": "string"},
+                "mode": {"type": "string", "enum": ["overwrite", "append"], "default": "overwrite"},
+            },
+            "required": ["path", "content"],
+            "additionalProperties": False,
+        },
+        output_schema={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "bytes_written": {"type": "integer"},
+                "created": {"type": "boolean"},
+                "mode": {"type": "string"},
+                "file_bytes": {"type": "integer", "description": "size of the whole file after the write"},
+            },
+            "required": ["path", "bytes_written", "created", "mode"],
+        },
+        permissions=("notes_dir:write",),
+        side_effects=(
+            "creates or changes one text file inside the configured notes folder; repeating an 'overwrite' "
+            "gives the same file, repeating an 'append' appends the text twice"
+        ),
+        audit_event="files.written",
+        failure_modes=("invalid_args", "path_not_allowed", "extension_not_allowed", "too_large", "not_text",
+                       "io_error"),
+        timeout_s=10.0,
+    )
+
+    def locate(raw: str) -> tuple[PurePosixPath, Path]:
+        rel = _relative(raw)
+        _check_extension(rel.name, raw)
+        try:
+            resolved = (root / rel).resolve()
+        except (RuntimeError, OSError):  # a symlink loop (RuntimeError before Python 3.13)
+            raise ToolFailed(
+                f"cannot write {raw!r}: the path cannot be resolved (a symlink loop?).", code="path_not_allowed"
+            ) from None
+        if not resolved.is_relative_to(root):
+            raise ToolFailed(f"cannot write {raw!r}: it points outside the notes folder.", code="path_not_allowed")
+        _check_extension(resolved.name, raw)  # a symlink may hide another extension
+        if resolved.exists() and not resolved.is_file():
+            raise ToolFailed(f"cannot write {raw!r}: it is a folder, not a file.", code="path_not_allowed")
+        return rel, resolved
+
+    def read_old(resolved: Path, shown: str) -> str | None:
+        if not resolved.exists():
+            return None
+        try:
+            return resolved.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ToolFailed(
+                f"{shown!r} exists but is not UTF-8 text; it will not be changed.", code="not_text"
+            ) from None
+
+    def run(args: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+        try:
+            return attempt(args, dry_run)
+        except OSError as exc:
+            raise ToolFailed(
+                f"could not write {args['path']!r}: {exc.strerror or 'disk error'}.", code="io_error"
+            ) from None
+
+    def attempt(args: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+        mode = args.get("mode", "overwrite")
+        rel, resolved = locate(args["path"])
+        old = read_old(resolved, str(rel))
+        new = (old or "") + args["content"] if mode == "append" else args["content"]
+        data = new.encode("utf-8")
+        if len(data) > max_bytes:
+            raise ToolFailed(
+                f"the file {str(rel)!r} would be {len(data)} bytes; notes files are limited to {max_bytes} bytes.",
+                code="too_large",
+            )
+        if dry_run:
+            return {"path": str(rel), "exists": old is not None, "mode": mode, "bytes_after": len(data),
+                    "diff": _diff(old or "", new, str(rel))}
+        resolved.parent.mkdir(parents=True, exist_ok=True)
+        if not resolved.parent.resolve().is_relative_to(root):  # changed under our feet
+            raise ToolFailed(f"cannot write {str(rel)!r}: it points outside the notes folder.", code="path_not_allowed")
+        write_atomic(resolved, data)
+        return {"path": str(rel), "bytes_written": len(args["content"].encode("utf-8")), "created": old is None,
+                "mode": mode, "file_bytes": len(data)}
+
+    async def files_write(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        return await asyncio.to_thread(run, args, ctx.dry_run)
+
+    return contract, files_write

@@ -1,0 +1,186 @@
+"""http.post: send one JSON document to a URL the owner allow-listed (a webhook, a home-automation
+endpoint), never anywhere else.
+
+Allow-list rule (config key ``tools.http_post.allowed_urls``), for each entry:
+
+* scheme, host and port must be equal (an omitted port means 80 for http, 443 for https);
+* the URL's path must be the entry's path or lie below it at a ``/`` boundary
+  (entry ``/hooks`` allows ``/hooks`` and ``/hooks/x``, not ``/hooksx``); ``.``/``..`` segments,
+  even percent-encoded, are refused;
+* the query string must be exactly the entry's (an entry without one allows none);
+* URLs with ``user:password@`` are never allowed.
+
+Redirects are not followed: a 3xx answer is returned as it is. Failure codes: ``invalid_args``,
+``url_not_allowed``, ``too_large`` (body over 100 kB), ``http_error`` (status >= 400),
+``timeout``, ``connection_error``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import httpx
+
+from bruce.contracts import DryRun, Risk, ToolContext, ToolContract, ToolHandler
+from bruce.errors import ConfigError, ToolFailed
+
+__all__ = ["http_post_tool", "MAX_BODY_BYTES", "CONFIG_KEY"]
+
+MAX_BODY_BYTES = 100_000
+CONFIG_KEY = "tools.http_post.allowed_urls"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class _Entry(NamedTuple):
+    scheme: str
+    host: str
+    port: int
+    path: str
+    query: bytes
+
+
+def _parse(url: str) -> httpx.URL | None:
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return None
+    if parsed.scheme not in _DEFAULT_PORTS or not parsed.host or parsed.userinfo:
+        return None
+    if any(segment in (".", "..") for segment in parsed.path.split("/")):
+        return None
+    return parsed
+
+
+def _entry(url: httpx.URL) -> _Entry:
+    port = url.port or _DEFAULT_PORTS[url.scheme]
+    return _Entry(url.scheme, url.host.lower(), port, url.path, url.query)
+
+
+def _allows(entry: _Entry, url: _Entry) -> bool:
+    prefix = entry.path.rstrip("/")
+    path_ok = url.path == entry.path or url.path == prefix or url.path.startswith(prefix + "/")
+    same_origin = (entry.scheme, entry.host, entry.port) == (url.scheme, url.host, url.port)
+    return same_origin and path_ok and entry.query == url.query
+
+
+def _shown(url: str) -> str:
+    """The URL for messages, without any user:password part."""
+    try:
+        parsed = httpx.URL(url)
+        return str(parsed.copy_with(userinfo=b"")) if parsed.userinfo else str(parsed)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return url[:200]
+
+
+def http_post_tool(
+    *, allowed_urls: Sequence[str], timeout_s: float = 15.0, max_response_chars: int = 2000
+) -> tuple[ToolContract, ToolHandler]:
+    entries = []
+    for i, raw in enumerate(allowed_urls):
+        parsed = _parse(raw)
+        if parsed is None:
+            raise ConfigError(f"{CONFIG_KEY}[{i}]: not an http(s) URL with a host and no user:password part")
+        entries.append(_entry(parsed))
+
+    contract = ToolContract(
+        name="http.post",
+        description=(
+            "Send a JSON document with an HTTP POST to one of the URLs the owner configured (for example a "
+            "webhook or a home-automation endpoint). Other URLs are refused. Returns the HTTP status and the "
+            f"start of the answer (at most {max_response_chars} characters)."
+        ),
+        category="network",
+        risk=Risk.CRITICAL,
+        autonomous=False,
+        confirmation=True,
+        step_up=True,
+        dry_run=DryRun.REQUIRED,
+        idempotent=False,
+        input_schema={
+            "type": "object",
+            "properties": {
+                "url": {"type": "string", "minLength": 1, "maxLength": 2048},
+                "json": {"type": "object", "description": "The JSON object to send as the request body."},
+            },
+            "required": ["url", "json"],
+            "additionalProperties": False,
+        },
+        output_schema={
+            "type": "object",
+            "properties": {
+                "status": {"type": "integer"},
+                "body": {"type": "string"},
+                "truncated": {"type": "boolean"},
+            },
+            "required": ["status", "body", "truncated"],
+        },
+        permissions=("network:post-allowlisted",),
+        side_effects=(
+            "sends one JSON POST to an allow-listed URL; the receiver may act on it (trigger an automation, "
+            "send a message); repeating the call sends it again"
+        ),
+        audit_event="http.posted",
+        failure_modes=("invalid_args", "url_not_allowed", "too_large", "http_error", "timeout", "connection_error"),
+        timeout_s=timeout_s + 5.0,
+    )
+
+    def check_url(url: str) -> None:
+        if not entries:
+            raise ToolFailed(
+                f"cannot post to {_shown(url)}: no URLs are configured for http.post "
+                f"(the owner can add some under {CONFIG_KEY}).",
+                code="url_not_allowed",
+            )
+        parsed = _parse(url)
+        if parsed is None or not any(_allows(entry, _entry(parsed)) for entry in entries):
+            raise ToolFailed(
+                f"cannot post to {_shown(url)}: only the URLs configured in {CONFIG_KEY} may be used, "
+                "and this is not one of them.",
+                code="url_not_allowed",
+            )
+
+    async def http_post(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        url: str = args["url"]
+        check_url(url)
+        body = json.dumps(args["json"], ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        if len(body) > MAX_BODY_BYTES:
+            raise ToolFailed(
+                f"the JSON body is {len(body)} bytes; http.post sends at most {MAX_BODY_BYTES} bytes.", code="too_large"
+            )
+        if ctx.dry_run:
+            pretty = json.dumps(args["json"], ensure_ascii=False, indent=2)
+            return {"method": "POST", "url": url, "body": pretty, "bytes": len(body)}
+        try:
+            async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False) as client:
+                async with client.stream(
+                    "POST", url, content=body, headers={"Content-Type": "application/json"}
+                ) as response:
+                    text, truncated = await _read_text(response, max_response_chars)
+        except httpx.TimeoutException:
+            raise ToolFailed(f"{_shown(url)} did not answer within {timeout_s:g} seconds.", code="timeout") from None
+        except httpx.TransportError:
+            raise ToolFailed(
+                f"could not reach {_shown(url)}: the connection failed or was cut off.", code="connection_error"
+            ) from None
+        if response.status_code >= 400:
+            snippet = text[:300] + ("..." if truncated or len(text) > 300 else "")
+            raise ToolFailed(
+                f"{_shown(url)} answered HTTP {response.status_code}: {snippet or '(empty body)'}", code="http_error"
+            )
+        return {"status": response.status_code, "body": text, "truncated": truncated}
+
+    return contract, http_post
+
+
+async def _read_text(response: httpx.Response, limit: int) -> tuple[str, bool]:
+    """At most ``limit`` characters of the answer, without reading a huge body to the end."""
+    parts: list[str] = []
+    size = 0
+    async for chunk in response.aiter_text():
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return "".join(parts)[:limit], True
+    return "".join(parts), False

@@ -1,0 +1,95 @@
+"""web.search and web.read_url: contracts and handlers over the functions in ``tools.web``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bruce.config import WebToolsConfig
+from bruce.contracts import Risk, ToolContext, ToolContract, ToolHandler
+from tools.web import BraveBackend, DuckDuckGoBackend, SearchBackend, SearxNGBackend, read_url, web_search
+
+__all__ = ["web_tools", "search_backend"]
+
+WEB_SEARCH = ToolContract(
+    name="web.search",
+    description="Search the web. Returns the top results with title, url and snippet. Read a result with web_read_url.",
+    category="web",
+    risk=Risk.LOW,
+    autonomous=True,
+    confirmation=False,
+    input_schema={
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "minLength": 1, "maxLength": 400},
+            "max_results": {"type": "integer", "minimum": 1, "maximum": 20},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "backend": {"type": "string"},
+            "results": {"type": "array", "items": {"type": "object", "properties": {
+                "title": {"type": "string"}, "url": {"type": "string"}, "snippet": {"type": "string"}}}},
+        },
+    },
+    permissions=("network:search",),
+    side_effects="none: sends the query to the configured search backend; repeating it is harmless",
+    audit_event="web.searched",
+    failure_modes=("invalid_query", "backend_error", "invalid_args"),
+    timeout_s=20.0,
+)
+
+WEB_READ_URL = ToolContract(
+    name="web.read_url",
+    description=(
+        "Fetch a public web page and return its readable text and title. Private, loopback and link-local "
+        "addresses are refused."
+    ),
+    category="web",
+    risk=Risk.LOW,
+    autonomous=True,
+    confirmation=False,
+    input_schema={
+        "type": "object",
+        "properties": {"url": {"type": "string", "minLength": 8, "maxLength": 2000}},
+        "required": ["url"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {"url": {"type": "string"}, "status": {"type": "integer"}, "title": {"type": ["string", "null"]},
+                       "text": {"type": "string"}, "truncated": {"type": "boolean"}},
+    },
+    permissions=("network:fetch-public",),
+    side_effects="none: one GET request (plus redirects) to the page; repeating it fetches it again",
+    audit_event="web.read",
+    failure_modes=("unsupported_scheme", "blocked_address", "dns_error", "invalid_url", "http_error",
+                   "unsupported_content", "timeout", "connection_error", "too_many_redirects"),
+    timeout_s=30.0,
+)
+
+
+def search_backend(config: WebToolsConfig) -> SearchBackend:
+    if config.search_backend == "searxng":
+        assert config.searxng_url is not None  # checked by the config model
+        return SearxNGBackend(config.searxng_url)
+    if config.search_backend == "brave":
+        assert config.brave_api_key is not None
+        return BraveBackend(config.brave_api_key.get_secret_value())
+    return DuckDuckGoBackend()
+
+
+def web_tools(config: WebToolsConfig, *, backend: SearchBackend | None = None) -> list[tuple[ToolContract, ToolHandler]]:
+    chosen = backend or search_backend(config)
+
+    async def search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        return await web_search(args["query"], backend=chosen, max_results=args.get("max_results", config.max_results))
+
+    async def read(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        return await read_url(args["url"], allow_private=config.allow_private, max_bytes=config.read_max_bytes,
+                              timeout_s=config.read_timeout_s)
+
+    return [(WEB_SEARCH, search), (WEB_READ_URL, read)]
