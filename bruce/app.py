@@ -16,10 +16,10 @@ from bruce.clock import Clock, SystemClock
 from bruce.approvals import ApprovalDesk
 from bruce.config import Config
 from bruce.confirmations import Confirmations
-from bruce.errors import ConfigError
+from bruce.errors import ConfigError, ContractError
 from bruce.llm import LLMService
 from bruce.log import Redactor
-from bruce.registry import ContractError, ToolRegistry
+from bruce.registry import ToolRegistry
 from bruce.store import Store
 from bruce.worker import Worker, WorkerSettings
 from tools.builtin import builtin_tools

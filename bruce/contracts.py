@@ -4,13 +4,14 @@ and the narrow context a handler receives."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from bruce.clock import Clock
+from bruce.errors import ContractError
 
 __all__ = [
     "Risk",
@@ -21,6 +22,7 @@ __all__ = [
     "ToolContext",
     "ToolHandler",
     "wire_name",
+    "contract_from_dict",
 ]
 
 
@@ -79,6 +81,33 @@ class ToolContract:
                 "parameters": self.input_schema,
             },
         }
+
+
+def contract_from_dict(data: dict[str, Any]) -> ToolContract:
+    """Build a contract from plain data (an MCP server's, a plugin's), naming every missing,
+    unknown or ill-typed field at once."""
+    known = {f.name: f for f in fields(ToolContract)}
+    problems = [f"missing field {name!r}" for name, f in known.items()
+                if name not in data and f.default is MISSING and f.default_factory is MISSING]
+    problems += [f"unknown field {name!r}" for name in data if name not in known]
+    values = dict(data)
+    try:
+        if "risk" in values:
+            values["risk"] = Risk(values["risk"])
+        if "dry_run" in values:
+            values["dry_run"] = DryRun(values["dry_run"])
+    except ValueError as exc:
+        problems.append(str(exc))
+    for name in ("permissions", "failure_modes"):
+        if isinstance(values.get(name), list):
+            values[name] = tuple(values[name])
+    for name in ("input_schema", "output_schema"):
+        if name in values and not isinstance(values[name], dict):
+            problems.append(f"{name} must be an object")
+    if problems:
+        label = data.get("name", "<unnamed>")
+        raise ContractError(f"tool {label}: " + "; ".join(problems))
+    return ToolContract(**values)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 BruceError
 ├── ConfigError            a config file or value is wrong (carries the key path)
+├── ContractError          a tool contract is incomplete or contradicts its risk
 ├── StoreError             the database failed or was asked for something impossible
 ├── LLMError               the language model could not answer
 │   ├── LLMNotConfigured   no key / api_base: we never tried the network
@@ -19,6 +20,7 @@ from __future__ import annotations
 __all__ = [
     "BruceError",
     "ConfigError",
+    "ContractError",
     "StoreError",
     "LLMError",
     "LLMNotConfigured",
@@ -44,6 +46,10 @@ class ConfigError(BruceError):
         self.source = source
         head = f"invalid configuration in {source}" if source else "invalid configuration"
         super().__init__(head + ":\n" + "\n".join(f"  {p}" for p in self.problems))
+
+
+class ContractError(BruceError):
+    """A tool contract is incomplete or contradicts its own risk; rejected at registration."""
 
 
 class StoreError(BruceError):

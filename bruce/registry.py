@@ -28,13 +28,13 @@ from bruce.clock import Clock, utc_iso
 from bruce.config import ToolOverride
 from bruce.confirmations import Confirmations, PendingAction
 from bruce.contracts import DryRun, Risk, ToolCall, ToolContext, ToolContract, ToolHandler, ToolResult
-from bruce.errors import BruceError, ToolError, ToolInputInvalid
+from bruce.errors import ContractError, ToolError, ToolInputInvalid
 from bruce.log import Redactor
 from bruce.policy import Policy, effective_policy
 from bruce.store import Store, ToolExecutionRecord
 from bruce.turn import TurnScope
 
-__all__ = ["ToolRegistry", "RegisteredTool", "ContractError", "check_contract"]
+__all__ = ["ToolRegistry", "RegisteredTool", "check_contract"]
 
 log = structlog.get_logger(__name__)
 
@@ -42,10 +42,6 @@ AWAITING_MESSAGE = (
     "Not done yet: this action needs the user's explicit approval, and a request ({id}) was sent to "
     "them{how}. Tell the user it is waiting for their approval. Do not say it happened."
 )
-
-
-class ContractError(BruceError):
-    """A tool contract is incomplete or contradicts its own risk."""
 
 
 @dataclass(frozen=True, slots=True)

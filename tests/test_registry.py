@@ -9,7 +9,7 @@ import json
 import pytest
 
 from bruce.contracts import Risk, ToolContract
-from bruce.registry import ContractError
+from bruce.errors import ContractError
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
 
@@ -145,3 +145,20 @@ async def test_inconsistent_contracts_are_rejected(app, overrides, problem):
 async def test_duplicate_registration_is_rejected(app):
     with pytest.raises(ContractError, match="already registered"):
         app.registry.register(contract("math.calculate"), nothing)
+
+
+def test_contract_from_plain_data_names_every_problem():
+    from bruce.contracts import contract_from_dict
+
+    with pytest.raises(ContractError) as info:
+        contract_from_dict({"name": "x.y", "risk": "spicy", "colour": "red", "input_schema": []})
+    message = str(info.value)
+    for needle in ("missing field 'description'", "missing field 'autonomous'", "unknown field 'colour'",
+                   "'spicy' is not a valid Risk", "input_schema must be an object"):
+        assert needle in message
+    good = contract_from_dict({
+        "name": "notes.read", "description": "read", "category": "notes", "risk": "low",
+        "input_schema": {"type": "object"}, "output_schema": {"type": "object"}, "autonomous": True,
+        "confirmation": False, "side_effects": "none", "audit_event": "notes.read", "failure_modes": ["error"],
+    })
+    assert good.risk is Risk.LOW and good.failure_modes == ("error",)
