@@ -248,21 +248,13 @@ class Store:
         )
         return [StoredMessage(**r) for r in reversed(rows)]
 
-    async def pending_inbound(self) -> list[StoredMessage]:
+    async def messages_with_status(self, direction: str, status: str) -> list[StoredMessage]:
+        """E.g. ("in", "pending"): messages a crash left unanswered; ("out", "pending"): unsent replies."""
         rows = await self.fetch_all(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE direction = 'in' AND status = 'pending' ORDER BY id"
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE direction = ? AND status = ? ORDER BY id",
+            (direction, status),
         )
         return [StoredMessage(**r) for r in rows]
-
-    async def unsent_outbound(self) -> list[StoredMessage]:
-        rows = await self.fetch_all(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE direction = 'out' AND status = 'pending' ORDER BY id"
-        )
-        return [StoredMessage(**r) for r in rows]
-
-    async def conversation_chat_id(self, conversation_id: str) -> tuple[str, str] | None:
-        row = await self._fetch_one("SELECT channel, chat_id FROM conversations WHERE id = ?", (conversation_id,))
-        return (str(row["channel"]), str(row["chat_id"])) if row else None
 
     # summaries -----------------------------------------------------------------------------
 

@@ -301,12 +301,12 @@ class Worker:
             note = (f"Request {action.id} ({action.tool_name}) was interrupted by a restart while running; "
                     "it may or may not have completed. Please check before asking again.")
             await self._reply(action.conversation_id, DeskReply(note, "notice"))
-        for reply in await self._store.unsent_outbound():
+        for reply in await self._store.messages_with_status("out", "pending"):
             log.info("recovery.resend", message_id=reply.id)
             await self._send(reply.id, reply.conversation_id, reply.text)
         now = self._clock.now()
         max_age = timedelta(seconds=self._settings.recovery_max_age_s)
-        for message in await self._store.pending_inbound():
+        for message in await self._store.messages_with_status("in", "pending"):
             channel_name = message.conversation_id.split(":", 1)[0]
             if channel_name not in self._channels:
                 log.info("recovery.channel_off", message_id=message.id, channel=channel_name)
