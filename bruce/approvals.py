@@ -88,7 +88,12 @@ class ApprovalDesk:
         """Run an approved action (already moved to ``running``) and report the outcome."""
         scope = TurnScope(turn_id=new_turn_id(), conversation_id=action.conversation_id, user_id=user_id,
                           source="confirmation")
-        await self._store.start_turn(scope.turn_id, action.conversation_id, source="confirmation", inbound_message_id=None)
+        with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=action.conversation_id):
+            return await self._run_in_scope(action, scope, history)
+
+    async def _run_in_scope(self, action: PendingAction, scope: TurnScope, history: list[dict[str, Any]]) -> DeskReply:
+        await self._store.start_turn(scope.turn_id, action.conversation_id, source="confirmation",
+                                     inbound_message_id=None)
         result = await self._registry.run_approved(action, scope)
         await self._confirmations.finish(action.id, ok=result.ok, result=result.for_model())
         log.info("confirmation.executed", confirmation=action.id, tool=action.tool_name, status=result.status)

@@ -12,7 +12,7 @@ import structlog
 
 from bruce.agent import LLM
 from bruce.errors import LLMError
-from bruce.store import Store
+from bruce.store import Store, StoredMessage
 from bruce.turn import TurnScope, new_turn_id
 
 __all__ = ["fold_history", "SUMMARY_INSTRUCTIONS"]
@@ -39,6 +39,12 @@ async def fold_history(store: Store, llm: LLM, conversation_id: str, *, keep_las
         f"New messages:\n{transcript}"
     )
     scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation_id, user_id=None, source="summary")
+    with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=conversation_id):
+        return await _fold(store, llm, scope, older, prompt)
+
+
+async def _fold(store: Store, llm: LLM, scope: TurnScope, older: list[StoredMessage], prompt: str) -> bool:
+    conversation_id = scope.conversation_id
     await store.start_turn(scope.turn_id, conversation_id, source="summary", inbound_message_id=None)
     try:
         reply = await llm.complete(

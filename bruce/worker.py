@@ -125,6 +125,12 @@ class Worker:
         return task
 
     async def _process(self, conversation_id: str, message_id: int, sender_id: str | None) -> None:
+        try:
+            await self._process_in_order(conversation_id, message_id, sender_id)
+        except Exception:  # the message stays pending and is retried at the next start
+            log.exception("worker.process_failed", conversation=conversation_id, message_id=message_id)
+
+    async def _process_in_order(self, conversation_id: str, message_id: int, sender_id: str | None) -> None:
         lock = self._locks.setdefault(conversation_id, asyncio.Lock())
         async with lock:
             stored = await self._store.message(message_id)
@@ -192,29 +198,28 @@ class Worker:
         channel_name, chat_id = conversation_id.split(":", 1)
         channel = self._channels.get(channel_name)
         scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation_id, user_id=sender_id)
-        structlog.contextvars.bind_contextvars(turn_id=scope.turn_id, conversation=conversation_id)
+        with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=conversation_id):
+            await self._answer_in_scope(inbound, scope, channel, chat_id)
+
+    async def _answer_in_scope(self, inbound: StoredMessage, scope: TurnScope, channel: Channel | None,
+                               chat_id: str) -> None:
+        await self._store.start_turn(scope.turn_id, inbound.conversation_id, source="chat", inbound_message_id=inbound.id)
+        log.info("turn.started")
         try:
-            await self._store.start_turn(scope.turn_id, conversation_id, source="chat", inbound_message_id=inbound.id)
-            log.info("turn.started")
-            try:
-                if channel is not None:
-                    async with channel.thinking(chat_id):
-                        result = await self._run_loop(inbound, scope)
-                else:
+            if channel is not None:
+                async with channel.thinking(chat_id):
                     result = await self._run_loop(inbound, scope)
-            except LLMNotConfigured as exc:
-                await self._fail_turn(inbound, scope, exc.hint, error="llm not configured")
-                return
-            except LLMError as exc:
-                await self._fail_turn(inbound, scope, LLM_DOWN_MESSAGE, error=str(exc))
-                return
-            except Exception as exc:
-                log.exception("turn.crashed")
-                await self._fail_turn(inbound, scope, INTERNAL_ERROR_MESSAGE, error=type(exc).__name__)
-                return
+            else:
+                result = await self._run_loop(inbound, scope)
+        except LLMNotConfigured as exc:
+            await self._fail_turn(inbound, scope, exc.hint, error="llm not configured")
+        except LLMError as exc:
+            await self._fail_turn(inbound, scope, LLM_DOWN_MESSAGE, error=str(exc))
+        except Exception as exc:
+            log.exception("turn.crashed")
+            await self._fail_turn(inbound, scope, INTERNAL_ERROR_MESSAGE, error=type(exc).__name__)
+        else:
             await self._deliver_reply(inbound, scope, result)
-        finally:
-            structlog.contextvars.unbind_contextvars("turn_id", "conversation")
 
     async def _run_loop(self, inbound: StoredMessage, scope: TurnScope) -> TurnResult:
         conversation_id = inbound.conversation_id
