@@ -119,7 +119,8 @@ async def build_app(
         ),
         channels=channels,
         confirmations=confirmations,
-        desk=ApprovalDesk(store=store, llm=llm, registry=registry, confirmations=confirmations),
+        desk=ApprovalDesk(store=store, llm=llm, registry=registry, confirmations=confirmations,
+                          admin_base_url=config.admin.base_url),
         allow_lists={
             "telegram": frozenset(config.channels.telegram.allowed_users),
             "discord": frozenset(config.channels.discord.allowed_users),

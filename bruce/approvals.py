@@ -19,6 +19,7 @@ from bruce.commands import Command
 from bruce.confirmations import Confirmations, Outcome, PendingAction
 from bruce.contracts import ToolResult
 from bruce.errors import LLMError
+from bruce.grounding import check_links
 from bruce.registry import ToolRegistry
 from bruce.store import Store
 from bruce.turn import TurnScope, new_turn_id
@@ -47,7 +48,9 @@ def _plain_outcome(action: PendingAction, result: ToolResult) -> str:
 
 
 class ApprovalDesk:
-    def __init__(self, *, store: Store, llm: LLM, registry: ToolRegistry, confirmations: Confirmations) -> None:
+    def __init__(self, *, store: Store, llm: LLM, registry: ToolRegistry, confirmations: Confirmations,
+                 admin_base_url: str) -> None:
+        self._admin_base_url = admin_base_url
         self._store = store
         self._llm = llm
         self._registry = registry
@@ -113,5 +116,5 @@ class ApprovalDesk:
             reply = await self._llm.complete(messages, scope=scope, tools=None)
         except LLMError:
             return plain
-        text = (reply.text or "").strip()
+        text = check_links((reply.text or "").strip(), [result], admin_base=self._admin_base_url).text
         return f"{plain}\n{text}" if text else plain

@@ -292,3 +292,13 @@ async def test_approval_reaches_the_user_even_if_the_model_fails_after_asking(ap
     await say(app, f"/approve {channel.confirmations[0][1].id}")
     assert (notes / "todo.md").exists()
     assert channel.texts()[-1].startswith("Done: files.write ran")
+
+
+async def test_follow_up_cannot_invent_a_link(app_factory, fake_llm, channel, notes):
+    app = await app_factory(tools={"files": {"notes_dir": str(notes)}})
+    fake_llm.add(write_call(), Step.text("Asked."))
+    await say(app, "write it")
+    fake_llm.add(Step.text("Written, view it at http://127.0.0.1:8765/artifacts/zz/todo.html"))
+    await say(app, f"/approve {channel.confirmations[0][1].id}")
+    reply = channel.texts()[-1]
+    assert reply.startswith("Done: files.write ran") and "/artifacts/zz" not in reply
