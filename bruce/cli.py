@@ -61,6 +61,8 @@ async def _serve(config: Config, redactor: Redactor) -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         await app.start()
+        await app.llm.warm_up()
+        log.info("llm.ready", model=config.llm.model)
         await stop.wait()
         log.info("app.stopping")
     finally:

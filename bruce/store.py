@@ -88,6 +88,7 @@ class Store:
     def __init__(self, db: aiosqlite.Connection, clock: Clock) -> None:
         self._db = db
         self._clock = clock
+        self._known_conversations: set[str] = set()
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock) -> Store:
@@ -147,20 +148,22 @@ class Store:
         return int(cur.lastrowid or 0)
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        async with self._db.execute(sql, params) as cur:
-            return [dict(r) for r in await cur.fetchall()]
+        return [dict(r) for r in await self._db.execute_fetchall(sql, params)]
 
     async def _fetch_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
-        async with self._db.execute(sql, params) as cur:
-            return await cur.fetchone()
+        rows = list(await self._db.execute_fetchall(sql, params))
+        return rows[0] if rows else None
 
     # conversations and messages ------------------------------------------------------------
 
     async def ensure_conversation(self, conversation_id: str, channel: str, chat_id: str) -> None:
+        if conversation_id in self._known_conversations:
+            return
         await self._write(
             "INSERT OR IGNORE INTO conversations (id, channel, chat_id, created_at) VALUES (?, ?, ?, ?)",
             (conversation_id, channel, chat_id, self._now()),
         )
+        self._known_conversations.add(conversation_id)
 
     async def add_inbound(
         self,
