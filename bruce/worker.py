@@ -84,7 +84,7 @@ class Worker:
         self._allow_lists = dict(allow_lists or {})
         self._locks: dict[str, asyncio.Lock] = {}
         self._turns: set[asyncio.Task[None]] = set()
-        self._background: dict[str, asyncio.Task[None]] = {}
+        self._background: dict[str, asyncio.Task[bool]] = {}
         self._accepting = True
 
     # inbound ---------------------------------------------------------------------------
@@ -333,6 +333,11 @@ class Worker:
         log.info("recovery.expired", message_id=message.id)
         await self._send(reply_id, message.conversation_id, notice)
 
+    async def wait_idle(self) -> None:
+        """Wait until every turn in flight and every background summary has finished."""
+        while self._turns or any(not t.done() for t in self._background.values()):
+            await asyncio.gather(*self._turns, *self._background.values(), return_exceptions=True)
+
     async def close(self, timeout_s: float) -> None:
         """Stop taking messages, let in-flight turns finish for up to ``timeout_s``, cancel the
         rest (their messages stay pending and are recovered at the next start)."""
@@ -349,6 +354,6 @@ class Worker:
             if still:
                 log.warning("worker.cancelled_turns", turns=len(still))
                 await asyncio.gather(*still, return_exceptions=True)
-        for task in self._background.values():
-            task.cancel()
+        for summary in self._background.values():
+            summary.cancel()
         await asyncio.gather(*self._background.values(), return_exceptions=True)

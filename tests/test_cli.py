@@ -91,4 +91,5 @@ async def test_run_starts_without_keys_says_what_is_missing_and_stops_on_sigterm
     hints = [e["hint"] for e in events if e["event"] == "app.setup_incomplete"]
     assert any("OPENAI_API_KEY" in h for h in hints)
     assert any("TELEGRAM_BOT_TOKEN" in h for h in hints)
+    assert "llm.ready" in [e["event"] for e in events]  # litellm was imported off the loop at start
     assert events[-1]["event"] == "app.stopped"

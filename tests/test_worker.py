@@ -71,7 +71,7 @@ async def test_older_history_is_folded_into_a_summary_that_feeds_the_prompt(app_
     fake_llm.responder = responder
     await say(app, "I like green tea")
     await say(app, "and I live in Recife")
-    await asyncio.gather(*app.worker._background.values())
+    await app.worker.wait_idle()
     (summary,) = await rows(app, "SELECT summary, up_to_message_id FROM session_summaries")
     assert summary["summary"] == "The user likes green tea."
     summary_turns = await rows(app, "SELECT status FROM turns WHERE source='summary'")
@@ -194,7 +194,7 @@ async def test_pending_message_is_processed_after_a_restart(make_config, clock, 
     app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
     try:
         await app.start()
-        await asyncio.gather(*app.worker._turns)
+        await app.worker.wait_idle()
         assert channel.texts() == ["Yes, sorry for the wait."]
         (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
         assert inbound["status"] == "done"
