@@ -45,7 +45,7 @@ class ConsoleChannel:
         self._chat_id = chat_id
         self._interactive = self._stdin.isatty() and self._stdout.isatty()
         self._deliver: Deliver | None = None
-        self._counter = 0
+        self._ready = threading.Event()  # interactive: prompt again only once the reply is out
 
     async def start(self, deliver: Deliver) -> None:
         self._deliver = deliver
@@ -54,7 +54,8 @@ class ConsoleChannel:
         self._deliver = None
 
     def _print(self, text: str) -> None:
-        self._stdout.write(text + "\n")
+        clear = "\r\033[K" if self._interactive else ""  # wipe the "thinking" line first
+        self._stdout.write(clear + text + "\n")
         self._stdout.flush()
 
     async def send_text(self, chat_id: str, text: str) -> None:
@@ -93,6 +94,8 @@ class ConsoleChannel:
         try:
             while True:
                 if self._interactive:
+                    self._ready.wait()
+                    self._ready.clear()
                     try:
                         line: str | None = input("you> ")
                     except EOFError:
@@ -115,21 +118,27 @@ class ConsoleChannel:
         threading.Thread(target=self._read_lines, args=(loop, queue), daemon=True, name="console-input").start()
         if self._interactive:
             self._print(f"Chatting with {self._name}. /quit to leave.")
+        self._ready.set()
         while True:
             line = await queue.get()
             if line is None or line.strip() in QUIT_COMMANDS:
                 return
-            if not line.strip():
-                continue
-            self._counter += 1
-            message = IncomingMessage(
-                channel=self.name,
-                chat_id=self._chat_id,
-                sender_id=self._user_id,
-                text=line.strip(),
-                platform_message_id=None,
-                timestamp=self._clock.now(),
-            )
-            handle = await self._deliver(message)
-            if handle is not None:
-                await handle
+            try:
+                if line.strip():
+                    await self._submit(line.strip())
+            finally:
+                self._ready.set()
+
+    async def _submit(self, text: str) -> None:
+        assert self._deliver is not None
+        message = IncomingMessage(
+            channel=self.name,
+            chat_id=self._chat_id,
+            sender_id=self._user_id,
+            text=text,
+            platform_message_id=None,
+            timestamp=self._clock.now(),
+        )
+        handle = await self._deliver(message)
+        if handle is not None:
+            await handle
