@@ -116,6 +116,7 @@ async def build_app(
             recovery_max_age_s=a.recovery_max_age_s,
             admin_base_url=config.admin.base_url,
             approval_poll_s=config.tools.approval_poll_s,
+            max_message_chars=a.max_message_chars,
         ),
         channels=channels,
         confirmations=confirmations,

@@ -55,6 +55,7 @@ class AssistantConfig(_Model):
     max_turns: int = Field(5, ge=1, le=50)
     history_limit: int = Field(15, ge=2, le=500)
     summary_batch: int = Field(4, ge=1, le=100)
+    max_message_chars: int = Field(16000, ge=100)
     recovery_max_age_s: float = Field(3600.0, gt=0)
     shutdown_timeout_s: float = Field(30.0, gt=0)
 

@@ -56,6 +56,7 @@ class WorkerSettings:
     recovery_max_age_s: float = 3600.0
     admin_base_url: str = "http://127.0.0.1:8765"
     approval_poll_s: float = 2.0
+    max_message_chars: int = 16000
 
 
 class Worker:
@@ -103,6 +104,15 @@ class Worker:
             log.warning("access.denied", channel=message.channel, sender=message.sender_id)
             return None
         await self._store.ensure_conversation(message.conversation_id, message.channel, message.chat_id)
+        if not message.text.strip():
+            return None
+        limit = self._settings.max_message_chars
+        if len(message.text) > limit:
+            log.info("worker.message_too_long", conversation=message.conversation_id, chars=len(message.text))
+            notice = (f"Your message is {len(message.text)} characters long; I accept at most {limit}. "
+                      "Nothing was done with it. Please send it in shorter parts.")
+            await self._reply(message.conversation_id, DeskReply(notice, "notice"))
+            return None
         message_id, is_new = await self._store.add_inbound(
             message.conversation_id,
             sender_id=message.sender_id,

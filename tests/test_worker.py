@@ -245,3 +245,13 @@ async def test_shutdown_waits_for_a_turn_in_flight(app, fake_llm, channel):
     await app.stop()
     assert handle.done() and channel.texts() == ["ok"]
     assert await app.worker.deliver(incoming(app, "late")) is None
+
+
+async def test_an_overlong_message_is_refused_with_the_limit(app_factory, fake_llm, channel):
+    app = await app_factory(assistant={"max_message_chars": 100})
+    assert await app.worker.deliver(incoming(app, "x" * 150)) is None
+    assert channel.texts() == ["Your message is 150 characters long; I accept at most 100. "
+                               "Nothing was done with it. Please send it in shorter parts."]
+    assert fake_llm.requests == []
+    assert await app.worker.deliver(incoming(app, "   ")) is None
+    assert len(channel.texts()) == 1
