@@ -174,11 +174,14 @@ class Worker:
     async def _run_queued(self, action: PendingAction) -> None:
         """A request the owner approved locally: run it in its conversation's order, then report."""
         lock = self._locks.setdefault(action.conversation_id, asyncio.Lock())
-        async with lock:
-            last_id = await self._store.last_message_id(action.conversation_id)
-            history = await self._chat_history(action.conversation_id, last_id)
-            reply = await self._desk.run(action, history=history, user_id=action.user_id)
-            await self._reply(action.conversation_id, reply)
+        try:
+            async with lock:
+                last_id = await self._store.last_message_id(action.conversation_id)
+                history = await self._chat_history(action.conversation_id, last_id)
+                reply = await self._desk.run(action, history=history, user_id=action.user_id)
+                await self._reply(action.conversation_id, reply)
+        except Exception:  # left 'running': reported as interrupted at the next start
+            log.exception("approvals.run_failed", confirmation=action.id)
 
     async def _watch_approvals(self) -> None:
         while True:
