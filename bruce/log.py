@@ -44,8 +44,8 @@ class Redactor:
         return _TOKEN_SHAPES.sub(MASK, value)
 
     def value(self, value: Any, key: str | None = None) -> Any:
-        if key is not None and _SECRET_KEYS.search(key) and value not in (None, "", False):
-            return MASK
+        if key is not None and _SECRET_KEYS.search(key) and isinstance(value, str) and value:
+            return MASK  # secrets are strings: a count such as max_tokens=50 stays readable
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):

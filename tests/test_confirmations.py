@@ -302,3 +302,50 @@ async def test_follow_up_cannot_invent_a_link(app_factory, fake_llm, channel, no
     await say(app, f"/approve {channel.confirmations[0][1].id}")
     reply = channel.texts()[-1]
     assert reply.startswith("Done: files.write ran") and "/artifacts/zz" not in reply
+
+
+async def test_an_action_interrupted_by_a_restart_is_reported(make_config, clock, channel, notes):
+    from bruce.confirmations import Confirmations
+    from bruce.store import Store
+    from tools.files import files_write_tool
+
+    config = make_config(tools={"files": {"notes_dir": str(notes)}})
+    store = await Store.open(config.storage.path, clock)
+    await store.ensure_conversation("test:c1", "test", "c1")
+    contract, _ = files_write_tool(notes_dir=notes)
+    request = await Confirmations(store, clock).request(
+        contract, {"path": "a.md", "content": "x"}, conversation_id="test:c1", user_id="u1", turn_id=None,
+        call_id="c1", preview=None, step_up=False)
+    assert await store.move_confirmation(request.id, from_status="pending", to_status="running", via="chat")
+    await store.close()  # the process dies while the tool runs
+
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
+    try:
+        await app.start()
+        (notice,) = channel.texts()
+        assert request.id in notice and "may or may not have completed" in notice
+        (row,) = await rows(app, "SELECT status FROM pending_confirmations")
+        assert row["status"] == "failed"
+    finally:
+        await app.stop()
+
+
+async def test_a_local_approval_not_picked_up_in_time_expires(make_config, clock, notes):
+    from bruce.confirmations import Confirmations, Outcome
+    from bruce.store import Store
+    from tools.files import files_write_tool
+
+    store = await Store.open(make_config().storage.path, clock)
+    try:
+        await store.ensure_conversation("test:c1", "test", "c1")
+        book = Confirmations(store, clock, ttl_s=600)
+        contract, _ = files_write_tool(notes_dir=notes)
+        request = await book.request(contract, {"path": "a.md", "content": "x"}, conversation_id="test:c1",
+                                     user_id="u1", turn_id=None, call_id=None, preview=None, step_up=True)
+        assert (await book.decide_locally(request.id, approve=True)).outcome is Outcome.QUEUED
+        clock.advance(minutes=11)  # the daemon was down all this time
+        assert await book.claim_queued() == []
+        assert (await store.confirmation(request.id))["status"] == "expired"
+        assert (await book.decide_locally(request.id, approve=True)).outcome is Outcome.EXPIRED
+    finally:
+        await store.close()

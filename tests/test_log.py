@@ -50,3 +50,4 @@ def test_redactor_masks_nested_values_and_token_shapes():
     assert redactor.value({"password": "x", "nested": [{"token": "t"}, "pw hunter22"]}) == {
         "password": "***", "nested": [{"token": "***"}, "pw ***"]}
     assert redactor.text("bot 123456789:AAH0123456789abcdefghijklmnopqrstuv ok") == "bot *** ok"
+    assert redactor.value({"max_tokens": 50, "api_key": None}) == {"max_tokens": 50, "api_key": None}
