@@ -26,6 +26,7 @@ run: install
 	$(BIN)/bruce --config $(CONFIG) run
 
 test: install-test
+	$(BIN)/ruff check bruce channels tools tests benchmarks
 	$(BIN)/mypy bruce channels tools
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 

@@ -7,7 +7,6 @@ model made it up: the link is removed and the user is told it could not be produ
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass

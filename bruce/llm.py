@@ -21,7 +21,7 @@ import structlog
 from bruce.clock import Clock
 from bruce.config import LLMConfig, ModelEndpoint
 from bruce.contracts import ToolCall
-from bruce.errors import LLMNotConfigured, LLMTimeout, LLMUnavailable
+from bruce.errors import LLMNotConfigured, LLMUnavailable
 from bruce.store import LLMCallRecord, Store
 from bruce.turn import TurnScope
 

@@ -50,3 +50,13 @@ async def test_math_calculate(app, expression, value):
 async def test_math_calculate_refuses_what_is_not_arithmetic(app, expression, code):
     result = await run(app, "math_calculate", {"expression": expression})
     assert result.status == "error" and result.error.startswith(code)
+
+
+async def test_every_builtin_contract_is_registered_and_consistent(app):
+    from bruce.registry import check_contract
+
+    names = {t.contract.name for t in app.registry.tools()}
+    assert names == {"artifact.save", "clock.now", "files.write", "http.post", "math.calculate",
+                     "web.read_url", "web.search"}
+    for tool in app.registry.tools():
+        assert check_contract(tool.contract) == [], tool.contract.name

@@ -16,7 +16,7 @@ from bruce.contracts import ToolCall
 from bruce.turn import TurnScope, new_turn_id
 from tests.fakes.console import ConsoleDriver, request_id
 from tests.fakes.llm_server import Step
-from tests.helpers import db_rows, incoming, rows, say
+from tests.helpers import db_rows, rows, say
 
 
 @pytest.fixture

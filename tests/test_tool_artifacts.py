@@ -9,10 +9,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from jsonschema import Draft202012Validator
 
-from bruce.confirmations import Confirmations
 from bruce.contracts import DryRun, Risk, ToolContext
 from bruce.errors import ToolFailed
-from bruce.registry import ToolRegistry, check_contract
+from bruce.registry import check_contract
 from bruce.store import Store
 from tests.fakes.clock import FakeClock
 from tools.artifacts import artifact_save_tool, safe_filename
@@ -44,12 +43,9 @@ def ctx(*, dry_run: bool = False, conversation_id: str | None = "test:1") -> Too
                        turn_id=None, dry_run=dry_run)
 
 
-async def test_contract_passes_the_registry_checks(store: Store, tool):
+def test_contract_declares_its_policy(tool):
     contract, handler = tool
     assert check_contract(contract) == []
-    clock = FakeClock()
-    registry = ToolRegistry(store=store, clock=clock, zone=ZoneInfo("UTC"), confirmations=Confirmations(store, clock))
-    registry.register(contract, handler)
     assert contract.name == "artifact.save" and contract.risk is Risk.MEDIUM
     assert contract.autonomous and not contract.confirmation and contract.dry_run is DryRun.OPTIONAL
     assert contract.idempotent and contract.idempotency_window_s == 3600

@@ -8,11 +8,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bruce.confirmations import Confirmations
 from bruce.contracts import DryRun, Risk, ToolContext
 from bruce.errors import ToolFailed
-from bruce.registry import ToolRegistry, check_contract
-from bruce.store import Store
+from bruce.registry import check_contract
 from tests.fakes.clock import FakeClock
 from tools.files import files_write_tool
 
@@ -37,20 +35,12 @@ def tree(folder: Path) -> list[str]:
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))
 
 
-async def test_contract_passes_the_registry_checks(tmp_path: Path):
+def test_contract_declares_its_policy(tmp_path: Path):
     contract, handler = files_write_tool(notes_dir=tmp_path / "notes")
     assert check_contract(contract) == []
     assert contract.name == "files.write" and contract.risk is Risk.HIGH and contract.dry_run is DryRun.REQUIRED
     assert contract.confirmation and not contract.autonomous and not contract.step_up and not contract.idempotent
     assert contract.permissions == ("notes_dir:write",)
-    clock = FakeClock()
-    store = await Store.open(tmp_path / "b.db", clock)
-    try:
-        confirmations = Confirmations(store, clock)
-        registry = ToolRegistry(store=store, clock=clock, zone=ZoneInfo("UTC"), confirmations=confirmations)
-        registry.register(contract, handler)
-    finally:
-        await store.close()
 
 
 async def test_overwrite_creates_folders_then_replaces(handler, notes: Path):

@@ -6,18 +6,15 @@ import asyncio
 import json
 import socket
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 from aiohttp import web
 
-from bruce.confirmations import Confirmations
 from bruce.contracts import DryRun, Risk, ToolContext
 from bruce.errors import ConfigError, ToolFailed
-from bruce.registry import ToolRegistry, check_contract
-from bruce.store import Store
+from bruce.registry import check_contract
 from tests.fakes.clock import FakeClock
 from tools.http_post import http_post_tool
 
@@ -72,20 +69,12 @@ def handler(receiver: Receiver):
                           timeout_s=1.0, max_response_chars=100)[1]
 
 
-async def test_contract_passes_the_registry_checks(tmp_path: Path):
+def test_contract_declares_its_policy():
     contract, handler = http_post_tool(allowed_urls=["https://example.org/hook"])
     assert check_contract(contract) == []
     assert contract.name == "http.post" and contract.risk is Risk.CRITICAL and contract.dry_run is DryRun.REQUIRED
     assert contract.confirmation and contract.step_up and not contract.autonomous and not contract.idempotent
     assert contract.permissions == ("network:post-allowlisted",)
-    clock = FakeClock()
-    store = await Store.open(tmp_path / "b.db", clock)
-    try:
-        confirmations = Confirmations(store, clock)
-        registry = ToolRegistry(store=store, clock=clock, zone=ZoneInfo("UTC"), confirmations=confirmations)
-        registry.register(contract, handler)
-    finally:
-        await store.close()
 
 
 @pytest.mark.parametrize("bad", ["ftp://example.org/x", "https://user:pw@example.org/x", "not a url", "/relative"])

@@ -4,10 +4,8 @@ across conversations, history and summaries, recovery after a crash, access cont
 from __future__ import annotations
 
 import asyncio
-import json
 
 from bruce.app import build_app
-from bruce.contracts import Risk
 from bruce.store import Store
 from tests.fakes.llm_server import Step
 from tests.helpers import incoming, rows, say
