@@ -40,6 +40,7 @@ REPEAT_NOTE = (
 class LLM(Protocol):
     async def complete(
         self, messages: list[dict[str, Any]], *, scope: TurnScope, tools: list[dict[str, Any]] | None = None,
+        model: str | None = None,
     ) -> Any: ...
 
 

@@ -117,6 +117,7 @@ async def build_app(
             admin_base_url=config.admin.base_url,
             approval_poll_s=config.tools.approval_poll_s,
             max_message_chars=a.max_message_chars,
+            summary_model=config.llm.summary_model,
         ),
         channels=channels,
         confirmations=confirmations,

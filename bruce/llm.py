@@ -148,8 +148,9 @@ class LLMService:
         tools: list[dict[str, Any]] | None = None,
         model: str | None = None,
     ) -> LLMReply:
+        """Ask the configured models in order (or only ``model``, on the primary's endpoint)."""
         hint = self.missing_configuration()
-        if hint and model is None:
+        if hint:
             raise LLMNotConfigured(hint)
         litellm = _litellm()
         endpoints = self._config.endpoints()

@@ -26,7 +26,9 @@ SUMMARY_INSTRUCTIONS = (
 )
 
 
-async def fold_history(store: Store, llm: LLM, conversation_id: str, *, keep_last: int, batch: int) -> bool:
+async def fold_history(
+    store: Store, llm: LLM, conversation_id: str, *, keep_last: int, batch: int, model: str | None = None,
+) -> bool:
     """Fold messages older than the last ``keep_last`` into the summary. Returns True if a new
     summary was stored."""
     older = await store.messages_to_fold(conversation_id, keep_last=keep_last)
@@ -40,16 +42,19 @@ async def fold_history(store: Store, llm: LLM, conversation_id: str, *, keep_las
     )
     scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation_id, user_id=None, source="summary")
     with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=conversation_id):
-        return await _fold(store, llm, scope, older, prompt)
+        return await _fold(store, llm, scope, older, prompt, model)
 
 
-async def _fold(store: Store, llm: LLM, scope: TurnScope, older: list[StoredMessage], prompt: str) -> bool:
+async def _fold(
+    store: Store, llm: LLM, scope: TurnScope, older: list[StoredMessage], prompt: str, model: str | None,
+) -> bool:
     conversation_id = scope.conversation_id
     await store.start_turn(scope.turn_id, conversation_id, source="summary", inbound_message_id=None)
     try:
         reply = await llm.complete(
             [{"role": "system", "content": SUMMARY_INSTRUCTIONS}, {"role": "user", "content": prompt}],
             scope=scope,
+            model=model,
         )
     except LLMError as exc:
         await store.finish_turn(scope.turn_id, status="failed", llm_turns=scope.llm_calls, error=type(exc).__name__)

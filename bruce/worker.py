@@ -57,6 +57,7 @@ class WorkerSettings:
     admin_base_url: str = "http://127.0.0.1:8765"
     approval_poll_s: float = 2.0
     max_message_chars: int = 16000
+    summary_model: str | None = None  # None: the chat model (and its fallbacks)
 
 
 class Worker:
@@ -300,7 +301,8 @@ class Worker:
             return
         s = self._settings
         task = asyncio.create_task(
-            fold_history(self._store, self._llm, conversation_id, keep_last=s.history_limit, batch=s.summary_batch),
+            fold_history(self._store, self._llm, conversation_id, keep_last=s.history_limit, batch=s.summary_batch,
+                         model=s.summary_model),
             name=f"summary:{conversation_id}",
         )
         self._background[conversation_id] = task

@@ -253,3 +253,14 @@ async def test_an_overlong_message_is_refused_with_the_limit(app_factory, fake_l
     assert fake_llm.requests == []
     assert await app.worker.deliver(incoming(app, "   ")) is None
     assert len(channel.texts()) == 1
+
+
+async def test_summaries_can_use_a_cheaper_model(app_factory, fake_llm):
+    app = await app_factory(assistant={"history_limit": 2, "summary_batch": 2}, llm={"summary_model": "openai/cheap"})
+    fake_llm.add(Step.text("Short summary."), model="cheap")
+    await say(app, "one")
+    await say(app, "two")
+    await app.worker.wait_idle()
+    assert len(fake_llm.requests_for("cheap")) == 1
+    (summary,) = await rows(app, "SELECT summary FROM session_summaries")
+    assert summary["summary"] == "Short summary."
