@@ -46,6 +46,7 @@ class ConsoleChannel:
         self._interactive = self._stdin.isatty() and self._stdout.isatty()
         self._deliver: Deliver | None = None
         self._ready = threading.Event()  # interactive: prompt again only once the reply is out
+        self.lines_handled = 0  # lines whose turn has fully finished (reply and requests shown)
 
     async def start(self, deliver: Deliver) -> None:
         self._deliver = deliver
@@ -127,6 +128,7 @@ class ConsoleChannel:
                 if line.strip():
                     await self._submit(line.strip())
             finally:
+                self.lines_handled += 1
                 self._ready.set()
 
     async def _submit(self, text: str) -> None:

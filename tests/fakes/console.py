@@ -22,18 +22,14 @@ class ConsoleDriver:
     def start(self) -> None:
         self._task = asyncio.create_task(self.channel.interact())
 
-    async def say(self, line: str, *, timeout: float = 20.0) -> str:
-        """Type a line and return everything printed until the console is idle again."""
+    async def say(self, line: str, *, timeout: float = 30.0) -> str:
+        """Type a line, wait until the console has finished handling it, return what it printed."""
+        target = self.channel.lines_handled + 1
         os.write(self._write_fd, (line + "\n").encode())
         deadline = asyncio.get_running_loop().time() + timeout
-        last = -1
-        while True:
-            await asyncio.sleep(0.05)
-            size = len(self.stdout.getvalue())
-            if size > self._seen and size == last:
-                break
-            last = size
-            assert asyncio.get_running_loop().time() < deadline, "no reply from the console"
+        while self.channel.lines_handled < target:
+            await asyncio.sleep(0.01)
+            assert asyncio.get_running_loop().time() < deadline, "the console did not finish the line"
         out = self.stdout.getvalue()[self._seen:]
         self._seen = len(self.stdout.getvalue())
         return out
