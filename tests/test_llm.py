@@ -63,8 +63,8 @@ async def test_every_model_failing_gives_the_user_a_clear_message(app_factory, f
 
 
 async def test_a_slow_model_times_out_and_is_retried(app_factory, fake_llm, channel):
-    app = await app_factory(llm={"timeout_s": 0.3, "num_retries": 1})
-    fake_llm.add(Step.delay(2, Step.text("too late")), Step.text("On time."))
+    app = await app_factory(llm={"timeout_s": 1.0, "num_retries": 1})
+    fake_llm.add(Step.delay(4, Step.text("too late")), Step.text("On time."))
     await say(app, "hi")
     assert channel.texts() == ["On time."]
     calls = await rows(app, "SELECT status FROM llm_calls ORDER BY seq")
