@@ -9,6 +9,7 @@ Folding old history into a summary runs in the background afterwards.
 from __future__ import annotations
 
 import asyncio
+from contextlib import AbstractAsyncContextManager, nullcontext
 from collections.abc import Awaitable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -162,9 +163,15 @@ class Worker:
 
     async def _decide(self, inbound: StoredMessage, command: Command, sender_id: str | None) -> None:
         history = await self._chat_history(inbound.conversation_id, inbound.id)
-        reply = await self._desk.handle(command, conversation_id=inbound.conversation_id,
-                                        user_id=sender_id or "", history=history)
+        async with self._thinking(inbound.conversation_id):
+            reply = await self._desk.handle(command, conversation_id=inbound.conversation_id,
+                                            user_id=sender_id or "", history=history)
         await self._reply(inbound.conversation_id, reply, inbound_id=inbound.id)
+
+    def _thinking(self, conversation_id: str) -> AbstractAsyncContextManager[None]:
+        channel_name, chat_id = conversation_id.split(":", 1)
+        channel = self._channels.get(channel_name)
+        return channel.thinking(chat_id) if channel is not None else nullcontext()
 
     async def _reply(self, conversation_id: str, reply: DeskReply, *, inbound_id: int | None = None) -> None:
         reply_id = await self._store.add_outbound(conversation_id, reply.text, turn_id=reply.turn_id, kind=reply.kind)
@@ -209,21 +216,15 @@ class Worker:
 
     async def _answer(self, inbound: StoredMessage, sender_id: str | None) -> None:
         conversation_id = inbound.conversation_id
-        channel_name, chat_id = conversation_id.split(":", 1)
-        channel = self._channels.get(channel_name)
         scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation_id, user_id=sender_id)
         with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=conversation_id):
-            await self._answer_in_scope(inbound, scope, channel, chat_id)
+            await self._answer_in_scope(inbound, scope)
 
-    async def _answer_in_scope(self, inbound: StoredMessage, scope: TurnScope, channel: Channel | None,
-                               chat_id: str) -> None:
+    async def _answer_in_scope(self, inbound: StoredMessage, scope: TurnScope) -> None:
         await self._store.start_turn(scope.turn_id, inbound.conversation_id, source="chat", inbound_message_id=inbound.id)
         log.info("turn.started")
         try:
-            if channel is not None:
-                async with channel.thinking(chat_id):
-                    result = await self._run_loop(inbound, scope)
-            else:
+            async with self._thinking(inbound.conversation_id):
                 result = await self._run_loop(inbound, scope)
         except LLMNotConfigured as exc:
             await self._fail_turn(inbound, scope, exc.hint, error="llm not configured")
