@@ -189,7 +189,7 @@ class ToolRegistry:
         except ToolInputInvalid as exc:
             result = ToolResult(call.id, call.name, "invalid_args", error=str(exc))
             return await self._audit(call, scope, tool, call.arguments, result, started)
-        if arguments.pop("dry_run", False):
+        if arguments.pop("dry_run", False) is True:  # only tools with dry-run support get this far
             result = await self._run(call, tool, arguments, scope, dry_run=True)
             if result.ok:
                 result = ToolResult(call.id, call.name, "ok", output={"dry_run": True, "preview": result.output})
@@ -221,6 +221,10 @@ class ToolRegistry:
         problem = _schema_message(tool.validator, arguments)
         if problem:
             raise ToolInputInvalid(f"arguments do not match the schema of {tool.contract.wire_name}: {problem}")
+        if "dry_run" in arguments and tool.contract.dry_run is DryRun.NONE:
+            # a loose schema (additionalProperties allowed) must not turn dry_run into a way around
+            # confirmation for a tool that cannot preview
+            raise ToolInputInvalid(f"{tool.contract.wire_name} has no dry run; call it without dry_run")
         return arguments  # type: ignore[no-any-return]
 
     async def _park(self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope) -> ToolResult:

@@ -349,3 +349,24 @@ async def test_a_local_approval_not_picked_up_in_time_expires(make_config, clock
         assert (await book.decide_locally(request.id, approve=True)).outcome is Outcome.EXPIRED
     finally:
         await store.close()
+
+
+async def test_dry_run_is_no_way_around_confirmation_for_a_tool_without_previews(app_factory, fake_llm, channel):
+    from bruce.contracts import Risk
+    from tests.test_registry import contract
+
+    wiped = []
+
+    async def wipe(args, ctx):
+        wiped.append(args)
+        return {"wiped": True}
+
+    loose = {"type": "object", "properties": {"target": {"type": "string"}}}  # extra keys allowed
+    app = await app_factory()
+    app.registry.register(contract("disk.wipe", Risk.HIGH, input_schema=loose), wipe)
+    fake_llm.add(Step.tool_calls(("disk_wipe", {"target": "/", "dry_run": True})), Step.text("Previewed."))
+    await say(app, "what would wiping do?")
+    assert wiped == []
+    (audit,) = await rows(app, "SELECT status, error FROM tool_executions")
+    assert audit["status"] == "invalid_args" and "has no dry run" in audit["error"]
+    assert await rows(app, "SELECT id FROM pending_confirmations") == []
