@@ -302,8 +302,10 @@ class Worker:
             return
         s = self._settings
         task = asyncio.create_task(
-            fold_history(self._store, self._llm, conversation_id, keep_last=s.history_limit, batch=s.summary_batch,
-                         model=s.summary_model),
+            # keep one fewer than the history limit: the next turn's history is its new message plus
+            # these, so every message is either in the summary or in the history, never in neither
+            fold_history(self._store, self._llm, conversation_id, keep_last=s.history_limit - 1,
+                         batch=s.summary_batch, model=s.summary_model),
             name=f"summary:{conversation_id}",
         )
         self._background[conversation_id] = task

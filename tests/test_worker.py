@@ -264,3 +264,24 @@ async def test_summaries_can_use_a_cheaper_model(app_factory, fake_llm):
     assert len(fake_llm.requests_for("cheap")) == 1
     (summary,) = await rows(app, "SELECT summary FROM session_summaries")
     assert summary["summary"] == "Short summary."
+
+
+async def test_every_message_is_in_the_summary_or_the_history(app_factory, fake_llm):
+    app = await app_factory(assistant={"history_limit": 4, "summary_batch": 1})
+
+    def responder(body):
+        if body["messages"][0]["content"].startswith("You maintain a running summary"):
+            return Step.text("summary")
+        return Step.text("ans " + body["messages"][-1]["content"])
+
+    fake_llm.responder = responder
+    for i in range(8):
+        summary = await app.store.latest_summary("test:c1")  # what the next turn's prompt will carry
+        await say(app, f"q{i}")
+        chat = [r for r in fake_llm.requests if "running summary" not in r["messages"][0]["content"]][-1]
+        sent = [m["content"] for m in chat["messages"] if m["role"] != "system"]
+        everything = [r["text"] for r in await rows(app, "SELECT text FROM messages ORDER BY id")]
+        folded = everything[: summary.up_to_message_id] if summary else []
+        assert folded + sent == everything[: len(folded) + len(sent)] and sent[-1] == f"q{i}", (folded, sent)
+        await app.worker.wait_idle()
+    assert summary is not None and summary.up_to_message_id >= 6
