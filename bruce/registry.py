@@ -15,7 +15,7 @@ import copy
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -314,5 +314,6 @@ class ToolRegistry:
             idempotency_key=key,
         )
         await asyncio.shield(self._store.record_tool_execution(record))
+        scope.results.append(replace(result, name=record.tool_name))
         log.info("tool.executed", tool=record.tool_name, status=result.status, ms=round(latency_ms, 1))
         return result

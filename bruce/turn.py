@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from bruce.channel import ConfirmationRequest
+from bruce.contracts import ToolResult
 
 __all__ = ["TurnScope", "new_turn_id"]
 
@@ -22,7 +23,11 @@ class TurnScope:
     source: str = "chat"  # chat | proactive | confirmation | summary
     _llm_seq: int = 0
     confirmations: list[ConfirmationRequest] = field(default_factory=list)
+    results: list[ToolResult] = field(default_factory=list)  # every tool call of the turn, by contract name
 
+    def completed_actions(self) -> list[str]:
+        """Names of tools that succeeded this turn (what the user must hear about if the turn fails)."""
+        return [r.name for r in self.results if r.ok]
     def next_llm_seq(self) -> int:
         self._llm_seq += 1
         return self._llm_seq

@@ -36,14 +36,24 @@ __all__ = ["Worker", "WorkerSettings", "LLM_DOWN_MESSAGE", "INTERNAL_ERROR_MESSA
 log = structlog.get_logger(__name__)
 
 LLM_DOWN_MESSAGE = (
-    "I can't reach the language model right now, so I couldn't answer. "
-    "Nothing was done. Please try again in a few minutes."
+    "I can't reach the language model right now, so I couldn't answer. Please try again in a few minutes."
 )
-INTERNAL_ERROR_MESSAGE = "Something went wrong on my side while answering; nothing further was done. Please try again."
+INTERNAL_ERROR_MESSAGE = "Something went wrong on my side while answering. Please try again."
 EXPIRED_MESSAGE = (
     "Sorry: I was offline when you sent this ({when}) and did not answer it: \"{snippet}\". "
     "Nothing was done about it; please send it again if it still matters."
 )
+
+
+def _with_actions(notice: str, scope: TurnScope) -> str:
+    """Say what did happen before the failure: never let "couldn't answer" hide an action."""
+    done = scope.completed_actions()
+    if done:
+        return f"{notice} Before that, these actions completed: {', '.join(done)}."
+    waiting = [r.id for r in scope.confirmations]
+    if waiting:
+        return f"{notice} Nothing was done; {len(waiting)} request(s) await your approval."
+    return f"{notice} Nothing was done."
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +109,6 @@ class Worker:
     async def deliver(self, message: IncomingMessage) -> Awaitable[None] | None:
         """Store the message and start its turn. Returns the turn's task (await it to know the
         reply was sent), or None when the message was refused or already handled."""
-        if not self._accepting:
-            log.warning("worker.refused_shutting_down", conversation=message.conversation_id)
-            return None
         if not self.is_allowed(message):
             log.warning("access.denied", channel=message.channel, sender=message.sender_id)
             return None
@@ -124,6 +131,9 @@ class Worker:
         )
         if not is_new:
             log.info("worker.duplicate_ignored", conversation=message.conversation_id, message_id=message_id)
+            return None
+        if not self._accepting:  # shutting down: kept pending, answered at the next start
+            log.info("worker.deferred_until_restart", conversation=message.conversation_id, message_id=message_id)
             return None
         return self._spawn(message.conversation_id, message_id, message.sender_id)
 
@@ -226,6 +236,9 @@ class Worker:
         try:
             async with self._thinking(inbound.conversation_id):
                 result = await self._run_loop(inbound, scope)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._interrupted(inbound, scope))
+            raise
         except LLMNotConfigured as exc:
             await self._fail_turn(inbound, scope, exc.hint, error="llm not configured")
         except LLMError as exc:
@@ -267,13 +280,29 @@ class Worker:
             hit_ceiling=result.hit_ceiling, stopped_repeat=result.stopped_repeat,
         )
 
+    async def _interrupted(self, inbound: StoredMessage, scope: TurnScope) -> None:
+        """The turn was cancelled (shutdown). If nothing acted yet, the message stays pending and
+        is answered at the next start; otherwise answering again could act twice, so the user
+        is told what completed instead."""
+        log.warning("turn.interrupted", tools=len(scope.results))
+        await self._store.finish_turn(scope.turn_id, status="failed", llm_turns=scope.llm_calls,
+                                      tool_calls=len(scope.results), error="interrupted by shutdown")
+        if not scope.results:
+            return
+        notice = _with_actions("I was stopped while answering this, so I could not finish.", scope) + (
+            " Ask again if you still need the rest.")
+        await self._store.add_outbound(inbound.conversation_id, notice, turn_id=scope.turn_id, kind="notice")
+        await self._store.set_message_status(inbound.id, "failed", turn_id=scope.turn_id)
+
     async def _fail_turn(self, inbound: StoredMessage, scope: TurnScope, notice: str, *, error: str) -> None:
         log.warning("turn.failed", reason=error)
+        notice = _with_actions(notice, scope)
         reply_id = await self._store.add_outbound(inbound.conversation_id, notice, turn_id=scope.turn_id, kind="notice")
 
         async def record() -> None:
             await self._store.set_message_status(inbound.id, "failed", turn_id=scope.turn_id)
-            await self._store.finish_turn(scope.turn_id, status="failed", llm_turns=scope.llm_calls, error=error)
+            await self._store.finish_turn(scope.turn_id, status="failed", llm_turns=scope.llm_calls,
+                                          tool_calls=len(scope.results), error=error)
 
         await asyncio.shield(record())
         await self._send(reply_id, inbound.conversation_id, notice)

@@ -50,7 +50,7 @@ async def test_every_model_failing_gives_the_user_a_clear_message(app_factory, f
     fake_llm.default = Step.error(500)
     await say(app, "hi")
 
-    assert channel.texts() == [LLM_DOWN_MESSAGE]
+    assert channel.texts() == [LLM_DOWN_MESSAGE + " Nothing was done."]
     (turn,) = await rows(app, "SELECT status, error FROM turns WHERE source='chat'")
     assert turn["status"] == "failed" and "openai/primary" in turn["error"] and "openai/backup" in turn["error"]
     (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
@@ -107,3 +107,14 @@ async def test_unconfigured_model_answers_the_chat_with_the_fix(app_factory, fak
     (reply,) = channel.texts()
     assert "OPENAI_API_KEY" in reply
     assert fake_llm.requests == []
+
+
+async def test_a_failure_after_a_tool_acted_says_what_was_done(app_factory, fake_llm, channel, tmp_path):
+    app = await app_factory(tools={"artifacts": {"dir": str(tmp_path / "art")}}, llm={"num_retries": 0})
+    fake_llm.add(Step.tool_calls(("artifact_save", {"filename": "r.html", "content": "<p>x</p>"})), Step.error(500))
+    await say(app, "save a report")
+    (reply,) = channel.texts()
+    assert reply.startswith(LLM_DOWN_MESSAGE) and "these actions completed: artifact.save" in reply
+    assert "Nothing was done" not in reply
+    (turn,) = await rows(app, "SELECT status, tool_calls FROM turns WHERE source='chat'")
+    assert turn == {"status": "failed", "tool_calls": 1}

@@ -237,12 +237,56 @@ async def test_stored_but_unsent_reply_is_sent_after_a_restart(make_config, cloc
         await app.stop()
 
 
-async def test_shutdown_waits_for_a_turn_in_flight(app, fake_llm, channel):
-    fake_llm.latency_s = 0.2
+async def test_shutdown_waits_for_a_turn_in_flight_and_keeps_late_messages(make_config, clock, channel, fake_llm):
+    config = make_config()
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
+    await app.start()
+    fake_llm.latency_s = 0.3
     handle = await app.worker.deliver(incoming(app, "hi"))
-    await app.stop()
+    stopping = asyncio.create_task(app.stop())
+    await asyncio.sleep(0.1)  # draining: a message arrives now
+    assert await app.worker.deliver(incoming(app, "late one")) is None
+    await stopping
     assert handle.done() and channel.texts() == ["ok"]
-    assert await app.worker.deliver(incoming(app, "late")) is None
+
+    fake_llm.latency_s = 0
+    fake_llm.add(Step.text("Answering the late one."))
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
+    try:
+        await app.start()
+        await app.worker.wait_idle()
+        assert channel.texts() == ["ok", "Answering the late one."]
+    finally:
+        await app.stop()
+
+
+async def test_a_turn_cut_off_at_shutdown_after_a_tool_acted_is_reported_not_redone(
+        make_config, clock, channel, fake_llm, tmp_path):
+    config = make_config(assistant={"shutdown_timeout_s": 0.2}, tools={"artifacts": {"dir": str(tmp_path / "a")}})
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
+    await app.start()
+    fake_llm.add(Step.tool_calls(("artifact_save", {"filename": "r.html", "content": "x"})),
+                 Step.delay(30, Step.text("too late")))
+    await app.worker.deliver(incoming(app, "save it"))
+    for _ in range(200):
+        if await rows(app, "SELECT id FROM artifacts"):
+            break
+        await asyncio.sleep(0.02)
+    await app.stop()  # the model is still "thinking": the turn is cancelled
+
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
+    try:
+        await app.start()
+        await app.worker.wait_idle()
+        (notice,) = channel.texts()
+        assert "I was stopped while answering" in notice and "artifact.save" in notice
+        assert len(await rows(app, "SELECT id FROM artifacts")) == 1
+        (turn,) = await rows(app, "SELECT status, error FROM turns WHERE source='chat'")
+        assert turn == {"status": "failed", "error": "interrupted by shutdown"}
+        (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
+        assert inbound["status"] == "failed"
+    finally:
+        await app.stop()
 
 
 async def test_an_overlong_message_is_refused_with_the_limit(app_factory, fake_llm, channel):
