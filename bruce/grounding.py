@@ -1,8 +1,10 @@
 """Grounding checks on the model's final text, done in code.
 
-A link to one of our own artifacts (``/artifacts/...``) or to anything under the admin page's
-base URL must have been returned by a successful tool call in this same turn. Otherwise the
-model made it up: the link is removed and the user is told it could not be produced.
+A link to one of our own artifacts (``/artifacts/...`` on the admin page, with or without a
+scheme, in any letter case) must have been returned as a ``url`` field by a successful tool call
+in this same turn. Otherwise the model made it up: the link is removed and the user is told it
+could not be produced. URLs that merely appear in tool output text (a web page Bruce read, say)
+do not count: only a tool's own ``url`` result vouches for a link.
 """
 
 from __future__ import annotations
@@ -11,18 +13,23 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 
 from bruce.contracts import ToolResult
 
-__all__ = ["GroundingReport", "check_links", "urls_in_results"]
+__all__ = ["GroundingReport", "check_links", "produced_urls"]
 
 log = structlog.get_logger(__name__)
 
 UNGROUNDED_NOTE = "(I removed a link I could not actually produce: no tool created it in this turn.)"
-_URL = re.compile(r"""(?:https?://[^\s<>()"'\]\[]+|(?<![\w/.])/artifacts/[^\s<>()"'\]\[]+)""")
 _TRAILING = ".,;:!?)]}'\""
+# anything that may be a link to our artifacts: a URL, a bare host[:port]/artifacts/..., or a path
+_CANDIDATE = re.compile(
+    r"""(?:https?://|\b(?:localhost|127\.0\.0\.1|\[::1\]|[\w.-]+:\d+)(?=/))?[^\s<>()"'\[\]]*/artifacts/[^\s<>()"'\[\]]*""",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,57 +38,65 @@ class GroundingReport:
     removed: tuple[str, ...]
 
 
-def _strings(value: Any) -> Iterable[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
+def _url_fields(value: Any) -> Iterable[str]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "url" and isinstance(item, str):
+                yield item
+            else:
+                yield from _url_fields(item)
     elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _strings(v)
+        for item in value:
+            yield from _url_fields(item)
 
 
-def urls_in_results(results: Iterable[ToolResult]) -> set[str]:
-    """Every URL-like string inside the outputs of successful tool calls."""
-    found: set[str] = set()
+def _artifact_path(link: str) -> str | None:
+    """The ``/artifacts/...`` path a link points at, or None if it is not one of ours."""
+    text = link if "://" in link or link.startswith("/") else f"http://{link}"
+    parts = urlsplit(text)
+    path = parts.path
+    if not path.lower().startswith("/artifacts/"):
+        return None
+    return "/artifacts/" + path[len("/artifacts/"):]
+
+
+def produced_urls(results: Iterable[ToolResult]) -> set[str]:
+    """Artifact paths vouched for by successful tool calls (their ``url`` fields)."""
+    found = set()
     for result in results:
-        if not result.ok:
-            continue
-        for text in _strings(result.output if not isinstance(result.output, str) else [result.output]):
-            found.update(m.rstrip(_TRAILING) for m in _URL.findall(text))
+        if result.ok:
+            for url in _url_fields(result.output):
+                path = _artifact_path(url)
+                if path:
+                    found.add(path)
     return found
 
 
-_LOCAL_ARTIFACT = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?/artifacts/")
-
-
-def _is_ours(url: str, admin_base: str) -> bool:
-    return (
-        url.startswith("/artifacts/")
-        or url.startswith(admin_base.rstrip("/") + "/")
-        or bool(_LOCAL_ARTIFACT.match(url))
-    )
+def _is_ours(link: str, admin_base: str) -> bool:
+    admin = urlsplit(admin_base)
+    text = link if "://" in link or link.startswith("/") else f"http://{link}"
+    parts = urlsplit(text)
+    if not parts.netloc:
+        return True  # a bare /artifacts/... path
+    host = (parts.hostname or "").lower()
+    return host in {"localhost", "127.0.0.1", "::1", (admin.hostname or "").lower()}
 
 
 def check_links(text: str, results: Iterable[ToolResult], *, admin_base: str) -> GroundingReport:
-    produced = urls_in_results(results)
-    produced_paths = {re.sub(r"^https?://[^/]+", "", u) for u in produced}
+    produced = produced_urls(results)
     removed: list[str] = []
 
     def replace(match: re.Match[str]) -> str:
         raw = match.group(0)
-        url = raw.rstrip(_TRAILING)
-        tail = raw[len(url):]
-        if not _is_ours(url, admin_base):
+        link = raw.rstrip(_TRAILING)
+        tail = raw[len(link):]
+        path = _artifact_path(link)
+        if path is None or not _is_ours(link, admin_base) or path in produced:
             return raw
-        path = re.sub(r"^https?://[^/]+", "", url)
-        if url in produced or (path.startswith("/artifacts/") and path in produced_paths):
-            return raw
-        removed.append(url)
+        removed.append(link)
         return "[link removed]" + tail
 
-    checked = _URL.sub(replace, text)
+    checked = _CANDIDATE.sub(replace, text)
     if removed:
         log.warning("grounding.link_removed", urls=removed)
         checked = f"{checked}\n\n{UNGROUNDED_NOTE}"

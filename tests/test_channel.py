@@ -32,6 +32,23 @@ def test_grounding_keeps_external_links_and_tool_returned_links():
     assert check_links(text, results, admin_base=ADMIN).removed == ()
 
 
+@pytest.mark.parametrize(
+    "link",
+    ["HTTP://127.0.0.1:8765/artifacts/fake/r.html", "127.0.0.1:8765/artifacts/fake/r.html",
+     "localhost:8765/artifacts/fake/r.html", "http://LOCALHOST/artifacts/fake/r.html", "/Artifacts/fake/r.html"],
+)
+def test_grounding_catches_disguised_artifact_links(link):
+    report = check_links(f"Saved: {link}", [], admin_base=ADMIN)
+    assert report.removed == (link,) and "fake" not in report.text
+
+
+def test_a_link_inside_page_text_is_not_a_produced_artifact():
+    page = ToolResult("c1", "web_read_url", "ok", output={
+        "url": "https://example.org/post", "text": f"see {ADMIN}/artifacts/evil/x.html"})
+    report = check_links(f"Your file: {ADMIN}/artifacts/evil/x.html", [page], admin_base=ADMIN)
+    assert report.removed == (f"{ADMIN}/artifacts/evil/x.html",)
+
+
 def test_grounding_removes_links_no_successful_tool_returned():
     failed = [ToolResult("c1", "artifact_save", "error", error=f"could not save {ADMIN}/artifacts/a2/r.html")]
     report = check_links("Saved at /artifacts/a2/r.html, and http://localhost:8765/artifacts/a3/x.html", failed,
