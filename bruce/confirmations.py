@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -125,12 +126,15 @@ class Confirmations:
             return await self._why_not(action)
         return Decision(Outcome.QUEUED if approve else Outcome.DENIED, action)
 
-    async def claim_queued(self) -> list[PendingAction]:
-        """Take locally approved requests for running (each is returned to one caller only).
+    async def claim_queued(self, channels: Collection[str]) -> list[PendingAction]:
+        """Take locally approved requests of conversations on ``channels`` for running (each is
+        returned to one caller only; another process serving other channels leaves them be).
         Approvals older than the request's lifetime are expired instead of run late."""
         claimed = []
         now = self._clock.now()
         for row in await self._store.confirmations_with_status("approved"):
+            if not _on(row, channels):
+                continue
             decided = parse_iso(row["decided_at"]) if row["decided_at"] else now
             if now - decided > self._ttl:
                 await self._store.move_confirmation(row["id"], from_status="approved", to_status="expired")
@@ -139,9 +143,10 @@ class Confirmations:
                 claimed.append(PendingAction.from_row({**row, "status": "running"}))
         return claimed
 
-    async def interrupted(self) -> list[PendingAction]:
-        """Requests that were running when the process died: we cannot know if they finished."""
-        rows = await self._store.confirmations_with_status("running")
+    async def interrupted(self, channels: Collection[str]) -> list[PendingAction]:
+        """Requests of conversations on ``channels`` that were running when the process serving
+        them died: we cannot know if they finished."""
+        rows = [r for r in await self._store.confirmations_with_status("running") if _on(r, channels)]
         for row in rows:
             await self._store.finish_confirmation(row["id"], status="failed", result={"error": "interrupted by a restart"})
         return [PendingAction.from_row(r) for r in rows]
@@ -158,6 +163,10 @@ class Confirmations:
         if row["status"] == "expired":
             return Decision(Outcome.EXPIRED, action)
         return Decision(Outcome.ALREADY_DECIDED, PendingAction.from_row(row))
+
+
+def _on(row: dict[str, Any], channels: Collection[str]) -> bool:
+    return str(row["conversation_id"]).split(":", 1)[0] in channels
 
 
 def _render_preview(preview: Any) -> str:

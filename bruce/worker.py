@@ -204,7 +204,7 @@ class Worker:
     async def _watch_approvals(self) -> None:
         while True:
             try:
-                for action in await self._confirmations.claim_queued():
+                for action in await self._confirmations.claim_queued(self._channels.keys()):
                     self._spawn_task(self._run_queued(action), f"approved:{action.id}")
             except Exception:
                 log.exception("approvals.watch_failed")
@@ -349,7 +349,7 @@ class Worker:
     async def recover(self) -> None:
         """Finish what a crash left: resend stored but unsent replies, answer pending messages
         (or apologize for those older than ``recovery_max_age_s``)."""
-        for action in await self._confirmations.interrupted():
+        for action in await self._confirmations.interrupted(self._channels.keys()):
             note = (f"Request {action.id} ({action.tool_name}) was interrupted by a restart while running; "
                     "it may or may not have completed. Please check before asking again.")
             await self._reply(action.conversation_id, DeskReply(note, "notice"))

@@ -343,8 +343,10 @@ async def test_a_local_approval_not_picked_up_in_time_expires(make_config, clock
         request = await book.request(contract, {"path": "a.md", "content": "x"}, conversation_id="test:c1",
                                      user_id="u1", turn_id=None, call_id=None, preview=None, step_up=True)
         assert (await book.decide_locally(request.id, approve=True)).outcome is Outcome.QUEUED
+        assert await book.claim_queued(["telegram"]) == []  # another process's channel: left alone
+        assert (await store.confirmation(request.id))["status"] == "approved"
         clock.advance(minutes=11)  # the daemon was down all this time
-        assert await book.claim_queued() == []
+        assert await book.claim_queued(["test"]) == []
         assert (await store.confirmation(request.id))["status"] == "expired"
         assert (await book.decide_locally(request.id, approve=True)).outcome is Outcome.EXPIRED
     finally:
