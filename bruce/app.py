@@ -86,7 +86,7 @@ async def build_app(
     redactor = redactor or Redactor(config.secrets())
     store = await Store.open(config.storage.path, clock)
     llm = LLMService(config.llm, store=store, clock=clock, environ=environ)
-    confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s)
+    confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
     registry = ToolRegistry(
         store=store,
         clock=clock,

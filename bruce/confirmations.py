@@ -18,6 +18,7 @@ from typing import Any
 from bruce.channel import ConfirmationRequest
 from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.contracts import ToolContract
+from bruce.log import Redactor
 from bruce.store import Store
 
 __all__ = ["Confirmations", "Decision", "Outcome", "PendingAction"]
@@ -64,7 +65,8 @@ def _summary(contract: ToolContract, arguments: dict[str, Any]) -> str:
 
 
 class Confirmations:
-    def __init__(self, store: Store, clock: Clock, *, ttl_s: float = 600.0) -> None:
+    def __init__(self, store: Store, clock: Clock, *, ttl_s: float = 600.0, redactor: Redactor | None = None) -> None:
+        self._redactor = redactor or Redactor()
         self._store = store
         self._clock = clock
         self._ttl = timedelta(seconds=ttl_s)
@@ -152,7 +154,8 @@ class Confirmations:
         return [PendingAction.from_row(r) for r in rows]
 
     async def finish(self, confirmation_id: str, *, ok: bool, result: Any) -> None:
-        await self._store.finish_confirmation(confirmation_id, status="executed" if ok else "failed", result=result)
+        await self._store.finish_confirmation(confirmation_id, status="executed" if ok else "failed",
+                                              result=self._redactor.value(result))
 
     async def _why_not(self, action: PendingAction) -> Decision:
         row = await self._store.confirmation(action.id)

@@ -19,6 +19,7 @@ import structlog
 __all__ = ["Redactor", "configure_logging"]
 
 _SECRET_KEYS = re.compile(r"(api[_-]?key|token|secret|password|authorization|cookie)", re.I)
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")  # https://user:pass@host
 _TOKEN_SHAPES = re.compile(
     r"(sk-[A-Za-z0-9_\-]{8,}"  # OpenAI-style keys
     r"|\b\d{6,12}:[A-Za-z0-9_\-]{30,}"  # Telegram bot tokens
@@ -41,6 +42,7 @@ class Redactor:
         for secret in self._secrets:
             if secret in value:
                 value = value.replace(secret, MASK)
+        value = _URL_CREDENTIALS.sub(MASK + "@", value)
         return _TOKEN_SHAPES.sub(MASK, value)
 
     def value(self, value: Any, key: str | None = None) -> Any:

@@ -51,3 +51,4 @@ def test_redactor_masks_nested_values_and_token_shapes():
         "password": "***", "nested": [{"token": "***"}, "pw ***"]}
     assert redactor.text("bot 123456789:AAH0123456789abcdefghijklmnopqrstuv ok") == "bot *** ok"
     assert redactor.value({"max_tokens": 50, "api_key": None}) == {"max_tokens": 50, "api_key": None}
+    assert redactor.text("GET https://bob:hunter2x@example.org/x ok") == "GET https://***@example.org/x ok"
