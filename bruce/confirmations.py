@@ -44,11 +44,13 @@ class PendingAction:
     arguments: dict[str, Any]
     status: str
     expires_at: str
+    preview: Any = None  # the dry-run preview the user saw, when the tool has one
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> PendingAction:
+        preview = json.loads(row["preview"]) if row.get("preview") else None
         return cls(row["id"], row["conversation_id"], row["user_id"], row["tool_name"],
-                   json.loads(row["arguments"]), row["status"], row["expires_at"])
+                   json.loads(row["arguments"]), row["status"], row["expires_at"], preview)
 
 
 @dataclass(frozen=True, slots=True)

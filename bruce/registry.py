@@ -210,8 +210,27 @@ class ToolRegistry:
             status = "unknown_tool" if tool is None else "denied"
             result = ToolResult(call.id, call.name, status, error=f"{action.tool_name} is no longer available.")
             return await self._audit(call, scope, tool, action.arguments, result, started)
+        stale = await self._changed_since_preview(call, tool, action, scope)
+        if stale is not None:
+            return await self._audit(call, scope, tool, action.arguments, stale, started)
         result, key = await self._run_once(call, tool, dict(action.arguments), scope)
         return await self._audit(call, scope, tool, action.arguments, result, started, key=key)
+
+    async def _changed_since_preview(
+        self, call: ToolCall, tool: RegisteredTool, action: PendingAction, scope: TurnScope,
+    ) -> ToolResult | None:
+        """The user approved what the preview showed; if the world changed since (the file was
+        edited meanwhile, say), running now would do something else. Refuse instead."""
+        if tool.contract.dry_run is not DryRun.REQUIRED or action.preview is None:
+            return None
+        fresh = await self._run(call, tool, dict(action.arguments), scope, dry_run=True)
+        if not fresh.ok:
+            return fresh
+        if json.loads(json.dumps(fresh.output, default=str)) == action.preview:
+            return None
+        return ToolResult(call.id, call.name, "error", error=(
+            "conflict: what this would do has changed since it was approved (the preview differs now), "
+            "so nothing was done. Ask again to see the new preview."))
 
     def _parse_arguments(self, raw: str, tool: RegisteredTool) -> dict[str, Any]:
         try:

@@ -372,3 +372,16 @@ async def test_dry_run_is_no_way_around_confirmation_for_a_tool_without_previews
     (audit,) = await rows(app, "SELECT status, error FROM tool_executions")
     assert audit["status"] == "invalid_args" and "has no dry run" in audit["error"]
     assert await rows(app, "SELECT id FROM pending_confirmations") == []
+
+
+async def test_approval_of_a_stale_preview_runs_nothing(app_factory, fake_llm, channel, notes):
+    app = await app_factory(tools={"files": {"notes_dir": str(notes)}})
+    fake_llm.add(write_call(), Step.text("Asked."))
+    await say(app, "write it")
+    (notes / "todo.md").write_text("written by hand meanwhile\n")  # the preview showed a new file
+    fake_llm.add(Step.text("It changed."))
+    await say(app, f"/approve {channel.confirmations[0][1].id}")
+    assert (notes / "todo.md").read_text() == "written by hand meanwhile\n"
+    assert "did not succeed" in channel.texts()[-1] and "conflict" in channel.texts()[-1]
+    (row,) = await rows(app, "SELECT status FROM pending_confirmations")
+    assert row["status"] == "failed"
