@@ -13,7 +13,6 @@ Failure codes: ``invalid_args``, ``too_large`` (content over ``max_bytes`` UTF-8
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 import shutil
@@ -120,7 +119,7 @@ def artifact_save_tool(
                     "url_pattern": f"{base}/artifacts/<id>/{filename}"}
         artifact_id = uuid.uuid4().hex[:16]
         try:
-            target = await asyncio.to_thread(write, artifact_id, filename, data)
+            target = write(artifact_id, filename, data)  # on the loop: see files.write (at most max_bytes)
         except OSError as exc:
             raise ToolFailed(f"could not save the artifact: {exc.strerror or 'disk error'}.", code="io_error") from None
         try:
@@ -130,7 +129,7 @@ def artifact_save_tool(
                 size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
             )
         except BaseException:
-            await asyncio.to_thread(shutil.rmtree, root / artifact_id, True)  # no file without its row
+            shutil.rmtree(root / artifact_id, True)  # no file without its row
             raise
         return {"artifact_id": artifact_id, "url": f"{base}/artifacts/{artifact_id}/{filename}",
                 "filename": filename, "format": fmt, "size_bytes": len(data)}

@@ -13,7 +13,6 @@ touches nothing on disk, not even folders.
 
 from __future__ import annotations
 
-import asyncio
 import difflib
 import os
 import uuid
@@ -189,6 +188,8 @@ def files_write_tool(*, notes_dir: Path, max_bytes: int = 200_000) -> tuple[Tool
                 "mode": mode, "file_bytes": len(data)}
 
     async def files_write(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-        return await asyncio.to_thread(run, args, ctx.dry_run)
+        # Deliberately on the loop, not in a thread: a note of at most max_bytes takes milliseconds,
+        # and a write that cannot be interrupted can never be reported as timed out yet happen.
+        return run(args, ctx.dry_run)
 
     return contract, files_write
