@@ -58,12 +58,15 @@ class App:
         return notes
 
     async def start(self) -> None:
+        # what the previous run left is everything stored before our channels start receiving;
+        # recovery must not touch a message or reply of this run, which its own turn handles
+        left_over = await self.store.max_message_id()
         for channel in self.channels.values():
             await channel.start(self.worker.deliver)
         log.info("app.started", channels=sorted(self.channels), model=self.config.llm.model)
         for note in self.warnings():
             log.warning("app.setup_incomplete", hint=note)
-        await self.worker.recover()
+        await self.worker.recover(up_to_id=left_over)
 
     async def stop(self) -> None:
         await self.worker.close(self.config.assistant.shutdown_timeout_s)

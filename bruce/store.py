@@ -6,9 +6,11 @@ is stored survives a crash.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +91,7 @@ class Store:
         self._db = db
         self._clock = clock
         self._known_conversations: set[str] = set()
+        self._write_lock = asyncio.Lock()
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock) -> Store:
@@ -138,14 +141,29 @@ class Store:
     def _now(self) -> str:
         return utc_iso(self._clock.now())
 
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One atomic unit of writes. The connection is shared, so writers take turns: without
+        the lock, another coroutine's commit could land in the middle of this transaction."""
+        async with self._write_lock:
+            try:
+                yield self._db
+                await self._db.commit()
+            except sqlite3.Error as exc:
+                await self._db.rollback()
+                raise StoreError(f"database write failed: {exc}") from exc
+            except BaseException:
+                await self._db.rollback()
+                raise
+
+    async def _execute(self, sql: str, params: Sequence[Any] = ()) -> tuple[int, int]:
+        """Run one write in its own transaction; return (lastrowid, rowcount)."""
+        async with self._transaction() as db:
+            cur = await db.execute(sql, params)
+        return int(cur.lastrowid or 0), cur.rowcount
+
     async def _write(self, sql: str, params: Sequence[Any] = ()) -> int:
-        try:
-            cur = await self._db.execute(sql, params)
-            await self._db.commit()
-        except sqlite3.Error as exc:
-            await self._db.rollback()
-            raise StoreError(f"database write failed: {exc}") from exc
-        return int(cur.lastrowid or 0)
+        return (await self._execute(sql, params))[0]
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         return [dict(r) for r in await self._db.execute_fetchall(sql, params)]
@@ -177,18 +195,14 @@ class Store:
         """Store a user's message as pending. Returns (id, is_new); a redelivered platform
         message id returns the stored row instead of a duplicate."""
         now = self._now()
-        try:
-            cur = await self._db.execute(
-                "INSERT OR IGNORE INTO messages (conversation_id, direction, role, sender_id, text,"
-                " platform_message_id, status, created_at, updated_at)"
-                " VALUES (?, 'in', 'user', ?, ?, ?, 'pending', ?, ?)",
-                (conversation_id, sender_id, text, platform_message_id, received_at or now, now),
-            )
-            await self._db.commit()
-        except sqlite3.Error as exc:
-            raise StoreError(f"database write failed: {exc}") from exc
-        if cur.rowcount:
-            return int(cur.lastrowid or 0), True
+        new_id, inserted = await self._execute(
+            "INSERT OR IGNORE INTO messages (conversation_id, direction, role, sender_id, text,"
+            " platform_message_id, status, created_at, updated_at)"
+            " VALUES (?, 'in', 'user', ?, ?, ?, 'pending', ?, ?)",
+            (conversation_id, sender_id, text, platform_message_id, received_at or now, now),
+        )
+        if inserted:
+            return new_id, True
         row = await self._fetch_one(
             "SELECT id FROM messages WHERE conversation_id = ? AND platform_message_id = ? AND direction = 'in'",
             (conversation_id, platform_message_id),
@@ -251,11 +265,11 @@ class Store:
         )
         return [StoredMessage(**r) for r in reversed(rows)]
 
-    async def messages_with_status(self, direction: str, status: str) -> list[StoredMessage]:
+    async def messages_with_status(self, direction: str, status: str, *, up_to_id: int) -> list[StoredMessage]:
         """E.g. ("in", "pending"): messages a crash left unanswered; ("out", "pending"): unsent replies."""
         rows = await self.fetch_all(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE direction = ? AND status = ? ORDER BY id",
-            (direction, status),
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE direction = ? AND status = ? AND id <= ? ORDER BY id",
+            (direction, status, up_to_id),
         )
         return [StoredMessage(**r) for r in rows]
 
@@ -303,6 +317,35 @@ class Store:
             " stopped_repeat = ?, error = ?, finished_at = ? WHERE id = ?",
             (status, llm_turns, tool_calls, int(hit_ceiling), int(stopped_repeat), error, self._now(), turn_id),
         )
+
+    async def complete_turn(
+        self, turn_id: str, *, inbound_id: int, conversation_id: str, reply: str, llm_turns: int, tool_calls: int,
+        hit_ceiling: bool = False, stopped_repeat: bool = False, error: str | None = None,
+    ) -> int:
+        """Store the reply (pending, to be sent), close the message and the turn: all or nothing,
+        so a crash can neither lose the reply nor answer the message twice. With ``error`` the
+        turn failed and the reply is a notice (kept out of the model's history)."""
+        now = self._now()
+        failed = error is not None
+        async with self._transaction() as db:
+            cur = await db.execute(
+                "INSERT INTO messages (conversation_id, direction, role, kind, text, turn_id, status,"
+                " created_at, updated_at) VALUES (?, 'out', 'assistant', ?, ?, ?, 'pending', ?, ?)",
+                (conversation_id, "notice" if failed else "chat", reply, turn_id, now, now),
+            )
+            await db.execute("UPDATE messages SET status = ?, updated_at = ?, turn_id = ? WHERE id = ?",
+                             ("failed" if failed else "done", now, turn_id, inbound_id))
+            await db.execute(
+                "UPDATE turns SET status = ?, llm_turns = ?, tool_calls = ?, hit_ceiling = ?, stopped_repeat = ?,"
+                " error = ?, finished_at = ? WHERE id = ?",
+                ("failed" if failed else "ok", llm_turns, tool_calls, int(hit_ceiling), int(stopped_repeat), error,
+                 now, turn_id),
+            )
+        return int(cur.lastrowid or 0)
+
+    async def max_message_id(self) -> int:
+        row = await self._fetch_one("SELECT MAX(id) AS id FROM messages")
+        return int(row["id"]) if row and row["id"] is not None else 0
 
     async def record_llm_call(self, call: LLMCallRecord) -> None:
         await self._write(
@@ -358,12 +401,7 @@ class Store:
         if unexpired_at is not None:
             sql += " AND expires_at > ?"
             params.append(unexpired_at)
-        try:
-            cur = await self._db.execute(sql, params)
-            await self._db.commit()
-        except sqlite3.Error as exc:
-            raise StoreError(f"database write failed: {exc}") from exc
-        return cur.rowcount == 1
+        return (await self._execute(sql, params))[1] == 1
 
     async def finish_confirmation(self, confirmation_id: str, *, status: str, result: Any) -> None:
         await self._write(

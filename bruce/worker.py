@@ -267,44 +267,38 @@ class Worker:
 
     async def _deliver_reply(self, inbound: StoredMessage, scope: TurnScope, result: TurnResult) -> None:
         report = check_links(result.text, result.tool_results, admin_base=self._settings.admin_base_url)
-        reply_id = await self._store.add_outbound(inbound.conversation_id, report.text, turn_id=scope.turn_id)
-        await asyncio.shield(self._finish(inbound, scope, result))
+        reply_id = await asyncio.shield(self._store.complete_turn(
+            scope.turn_id, inbound_id=inbound.id, conversation_id=inbound.conversation_id, reply=report.text,
+            llm_turns=result.llm_turns, tool_calls=len(result.tool_results), hit_ceiling=result.hit_ceiling,
+            stopped_repeat=result.stopped_repeat,
+        ))
         await self._send(reply_id, inbound.conversation_id, report.text)
         await self._send_confirmations(inbound.conversation_id, scope.confirmations)
         log.info("turn.finished", llm_turns=result.llm_turns, tools=len(result.tool_results), ceiling=result.hit_ceiling)
-
-    async def _finish(self, inbound: StoredMessage, scope: TurnScope, result: TurnResult) -> None:
-        await self._store.set_message_status(inbound.id, "done", turn_id=scope.turn_id)
-        await self._store.finish_turn(
-            scope.turn_id, status="ok", llm_turns=result.llm_turns, tool_calls=len(result.tool_results),
-            hit_ceiling=result.hit_ceiling, stopped_repeat=result.stopped_repeat,
-        )
 
     async def _interrupted(self, inbound: StoredMessage, scope: TurnScope) -> None:
         """The turn was cancelled (shutdown). If nothing acted yet, the message stays pending and
         is answered at the next start; otherwise answering again could act twice, so the user
         is told what completed instead."""
         log.warning("turn.interrupted", tools=len(scope.results))
-        await self._store.finish_turn(scope.turn_id, status="failed", llm_turns=scope.llm_calls,
-                                      tool_calls=len(scope.results), error="interrupted by shutdown")
         if not scope.results:
+            await self._store.finish_turn(scope.turn_id, status="failed", llm_turns=scope.llm_calls,
+                                          error="interrupted by shutdown")
             return
         notice = _with_actions("I was stopped while answering this, so I could not finish.", scope) + (
             " Ask again if you still need the rest.")
-        await self._store.add_outbound(inbound.conversation_id, notice, turn_id=scope.turn_id, kind="notice")
-        await self._store.set_message_status(inbound.id, "failed", turn_id=scope.turn_id)
+        await self._store.complete_turn(  # the notice is sent at the next start
+            scope.turn_id, inbound_id=inbound.id, conversation_id=inbound.conversation_id, reply=notice,
+            llm_turns=scope.llm_calls, tool_calls=len(scope.results), error="interrupted by shutdown",
+        )
 
     async def _fail_turn(self, inbound: StoredMessage, scope: TurnScope, notice: str, *, error: str) -> None:
         log.warning("turn.failed", reason=error)
         notice = _with_actions(notice, scope)
-        reply_id = await self._store.add_outbound(inbound.conversation_id, notice, turn_id=scope.turn_id, kind="notice")
-
-        async def record() -> None:
-            await self._store.set_message_status(inbound.id, "failed", turn_id=scope.turn_id)
-            await self._store.finish_turn(scope.turn_id, status="failed", llm_turns=scope.llm_calls,
-                                          tool_calls=len(scope.results), error=error)
-
-        await asyncio.shield(record())
+        reply_id = await asyncio.shield(self._store.complete_turn(
+            scope.turn_id, inbound_id=inbound.id, conversation_id=inbound.conversation_id, reply=notice,
+            llm_turns=scope.llm_calls, tool_calls=len(scope.results), error=error,
+        ))
         await self._send(reply_id, inbound.conversation_id, notice)
         await self._send_confirmations(inbound.conversation_id, scope.confirmations)
 
@@ -346,19 +340,19 @@ class Worker:
 
     # start-up and shutdown -----------------------------------------------------------
 
-    async def recover(self) -> None:
+    async def recover(self, *, up_to_id: int) -> None:
         """Finish what a crash left: resend stored but unsent replies, answer pending messages
         (or apologize for those older than ``recovery_max_age_s``)."""
         for action in await self._confirmations.interrupted(self._channels.keys()):
             note = (f"Request {action.id} ({action.tool_name}) was interrupted by a restart while running; "
                     "it may or may not have completed. Please check before asking again.")
             await self._reply(action.conversation_id, DeskReply(note, "notice"))
-        for reply in await self._store.messages_with_status("out", "pending"):
+        for reply in await self._store.messages_with_status("out", "pending", up_to_id=up_to_id):
             log.info("recovery.resend", message_id=reply.id)
             await self._send(reply.id, reply.conversation_id, reply.text)
         now = self._clock.now()
         max_age = timedelta(seconds=self._settings.recovery_max_age_s)
-        for message in await self._store.messages_with_status("in", "pending"):
+        for message in await self._store.messages_with_status("in", "pending", up_to_id=up_to_id):
             channel_name = message.conversation_id.split(":", 1)[0]
             if channel_name not in self._channels:
                 log.info("recovery.channel_off", message_id=message.id, channel=channel_name)
