@@ -4,7 +4,7 @@ and the narrow context a handler receives."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -85,10 +85,11 @@ class ToolContract:
 
 def contract_from_dict(data: dict[str, Any]) -> ToolContract:
     """Build a contract from plain data (an MCP server's, a plugin's), naming every missing,
-    unknown or ill-typed field at once."""
+    unknown or ill-typed field at once. Every field must be stated; only ``timeout_s`` (and
+    ``idempotency_window_s`` for a tool that is not idempotent) may be left out."""
     known = {f.name: f for f in fields(ToolContract)}
-    problems = [f"missing field {name!r}" for name, f in known.items()
-                if name not in data and f.default is MISSING and f.default_factory is MISSING]
+    optional = {"timeout_s"} | ({"idempotency_window_s"} if data.get("idempotent") is False else set())
+    problems = [f"missing field {name!r}" for name in known if name not in data and name not in optional]
     problems += [f"unknown field {name!r}" for name in data if name not in known]
     values = dict(data)
     try:

@@ -77,6 +77,8 @@ def check_contract(contract: ToolContract) -> list[str]:
     if "dry_run" in contract.input_schema.get("properties", {}):
         problems.append("input_schema must not define dry_run (the registry adds it)")
     if contract.risk in (Risk.HIGH, Risk.CRITICAL):
+        if contract.side_effects.strip().lower() in ("none", "n/a", "-"):
+            problems.append(f"a {contract.risk} tool must describe its side effects")
         if contract.autonomous:
             problems.append(f"a {contract.risk} tool cannot be autonomous")
         if not contract.confirmation:

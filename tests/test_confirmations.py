@@ -365,7 +365,7 @@ async def test_dry_run_is_no_way_around_confirmation_for_a_tool_without_previews
 
     loose = {"type": "object", "properties": {"target": {"type": "string"}}}  # extra keys allowed
     app = await app_factory()
-    app.registry.register(contract("disk.wipe", Risk.HIGH, input_schema=loose), wipe)
+    app.registry.register(contract("disk.wipe", Risk.HIGH, input_schema=loose, side_effects="erases a disk"), wipe)
     fake_llm.add(Step.tool_calls(("disk_wipe", {"target": "/", "dry_run": True})), Step.text("Previewed."))
     await say(app, "what would wiping do?")
     assert wiped == []

@@ -134,6 +134,8 @@ async def test_large_outputs_are_truncated_in_the_audit_only(app, fake_llm):
         ({"failure_modes": ()}, "failure_modes"),
         ({"input_schema": {"type": "object", "properties": {"a": {"type": "nonsense"}}}}, "not a valid JSON Schema"),
         ({"idempotent": True}, "idempotency_window_s"),
+        ({"risk": Risk.HIGH, "autonomous": False, "confirmation": True, "side_effects": "none"},
+         "must describe its side effects"),
     ],
 )
 async def test_inconsistent_contracts_are_rejected(app, overrides, problem):
@@ -156,9 +158,14 @@ def test_contract_from_plain_data_names_every_problem():
     for needle in ("missing field 'description'", "missing field 'autonomous'", "unknown field 'colour'",
                    "'spicy' is not a valid Risk", "input_schema must be an object"):
         assert needle in message
-    good = contract_from_dict({
+    complete = {
         "name": "notes.read", "description": "read", "category": "notes", "risk": "low",
         "input_schema": {"type": "object"}, "output_schema": {"type": "object"}, "autonomous": True,
-        "confirmation": False, "side_effects": "none", "audit_event": "notes.read", "failure_modes": ["error"],
-    })
+        "confirmation": False, "step_up": False, "dry_run": "none", "idempotent": False, "permissions": [],
+        "side_effects": "none", "audit_event": "notes.read", "failure_modes": ["error"],
+    }
+    good = contract_from_dict(complete)
     assert good.risk is Risk.LOW and good.failure_modes == ("error",)
+    for field_name in ("step_up", "dry_run", "idempotent", "permissions", "side_effects"):
+        with pytest.raises(ContractError, match=f"missing field '{field_name}'"):
+            contract_from_dict({k: v for k, v in complete.items() if k != field_name})
