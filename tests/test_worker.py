@@ -32,9 +32,17 @@ async def test_inbound_is_stored_before_the_model_is_called(app, fake_llm):
     assert reply == {"text": "ok", "status": "sent", "role": "assistant"}
 
 
-async def test_thinking_indicator_is_shown_for_the_turn(app, fake_llm, channel):
+async def test_thinking_indicator_is_on_while_the_model_works(app, fake_llm, channel):
+    seen = []
+
+    def responder(body):
+        seen.append(channel.thinking_now)
+        return Step.text("hello")
+
+    fake_llm.responder = responder
     await say(app, "hi", chat="42")
-    assert channel.thinking_spans == ["42"]
+    assert seen == [1] and channel.thinking_spans == ["42"]
+    assert channel.thinking_now == 0 and channel.texts() == ["hello"]
 
 
 async def test_long_replies_are_split_to_the_channel_limit(app, fake_llm, channel):

@@ -17,6 +17,7 @@ class RecordingChannel:
         self.confirmations: list[tuple[str, ConfirmationRequest]] = []
         self.files: list[tuple[str, Path, str | None]] = []
         self.thinking_spans: list[str] = []
+        self.thinking_now = 0  # how many thinking indicators are on at this moment
         self.deliver: Deliver | None = None
         self.fail_sends = False
 
@@ -34,7 +35,11 @@ class RecordingChannel:
     @asynccontextmanager
     async def thinking(self, chat_id: str) -> AsyncIterator[None]:
         self.thinking_spans.append(chat_id)
-        yield
+        self.thinking_now += 1
+        try:
+            yield
+        finally:
+            self.thinking_now -= 1
 
     async def send_confirmation(self, chat_id: str, request: ConfirmationRequest) -> None:
         self.confirmations.append((chat_id, request))
