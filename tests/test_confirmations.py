@@ -385,3 +385,38 @@ async def test_approval_of_a_stale_preview_runs_nothing(app_factory, fake_llm, c
     assert "did not succeed" in channel.texts()[-1] and "conflict" in channel.texts()[-1]
     (row,) = await rows(app, "SELECT status FROM pending_confirmations")
     assert row["status"] == "failed"
+
+
+async def test_after_the_idempotency_window_the_same_save_acts_again(app_factory, fake_llm, clock, tmp_path):
+    app = await app_factory(tools={"artifacts": {"dir": str(tmp_path / "art")}})
+    save = Step.tool_calls(("artifact_save", {"filename": "report.html", "content": "<h1>Hi</h1>"}))
+    fake_llm.add(save, Step.text("saved"))
+    await say(app, "save the report")
+    clock.advance(minutes=61)
+    fake_llm.add(save, Step.text("saved again"))
+    await say(app, "save it again")
+    assert len(await rows(app, "SELECT id FROM artifacts")) == 2
+
+
+async def test_a_chat_approval_and_a_local_decision_racing_have_one_winner(make_config, clock, notes):
+    from bruce.confirmations import Confirmations, Outcome
+    from bruce.store import Store
+    from tools.files import files_write_tool
+
+    store = await Store.open(make_config().storage.path, clock)
+    try:
+        await store.ensure_conversation("test:c1", "test", "c1")
+        book = Confirmations(store, clock)
+        contract, _ = files_write_tool(notes_dir=notes)
+        request = await book.request(contract, {"path": "a.md", "content": "x"}, conversation_id="test:c1",
+                                     user_id="u1", turn_id=None, call_id=None, preview=None, step_up=False)
+        decisions = await asyncio.gather(
+            book.decide_in_chat(request.id, conversation_id="test:c1", user_id="u1", approve=True),
+            book.decide_locally(request.id, approve=False),
+            book.decide_in_chat(request.id, conversation_id="test:c1", user_id="u1", approve=True),
+        )
+        outcomes = sorted(d.outcome.value for d in decisions)
+        winners = [o for o in outcomes if o in (Outcome.APPROVED, Outcome.DENIED)]
+        assert len(winners) == 1 and outcomes.count(Outcome.ALREADY_DECIDED) == 2
+    finally:
+        await store.close()
