@@ -40,6 +40,7 @@ class App:
     registry: ToolRegistry
     worker: Worker
     channels: dict[str, Channel] = field(default_factory=dict)
+    _stopped: bool = field(default=False, init=False)
 
     def warnings(self) -> list[str]:
         """What is missing for Bruce to be useful, each with how to fix it."""
@@ -69,6 +70,10 @@ class App:
         await self.worker.recover(up_to_id=left_over)
 
     async def stop(self) -> None:
+        """Drain and close; calling it again does nothing."""
+        if self._stopped:
+            return
+        self._stopped = True
         await self.worker.close(self.config.assistant.shutdown_timeout_s)
         for channel in self.channels.values():
             await channel.stop()

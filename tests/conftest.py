@@ -68,10 +68,7 @@ async def app_factory(clock: FakeClock, channel: RecordingChannel, make_config: 
 
     yield build
     for app in apps:
-        try:
-            await app.stop()
-        except ValueError:  # already closed by the test
-            pass
+        await app.stop()
 
 
 @pytest.fixture

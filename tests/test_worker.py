@@ -4,6 +4,7 @@ across conversations, history and summaries, recovery after a crash, access cont
 from __future__ import annotations
 
 import asyncio
+from contextlib import asynccontextmanager
 
 from bruce.app import build_app
 from bruce.store import Store
@@ -187,68 +188,60 @@ async def test_a_failed_send_is_recorded_and_the_turn_still_completes(app, fake_
     assert inbound["status"] == "done"
 
 
-async def test_pending_message_is_processed_after_a_restart(make_config, clock, channel, fake_llm):
-    config = make_config()
-    # a first life: the message is stored, then the process dies before answering
+@asynccontextmanager
+async def previous_life(config, clock):
+    """The store as a process that then died left it."""
     store = await Store.open(config.storage.path, clock)
     await store.ensure_conversation("test:c1", "test", "c1")
-    await store.add_inbound("test:c1", sender_id="u1", text="are you there?", platform_message_id="m-9")
-    await store.close()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def test_pending_message_is_processed_after_a_restart(make_config, app_factory, clock, channel, fake_llm):
+    config = make_config()
+    async with previous_life(config, clock) as store:  # stored, then the process died before answering
+        await store.add_inbound("test:c1", sender_id="u1", text="are you there?", platform_message_id="m-9")
 
     clock.advance(minutes=2)
     fake_llm.add(Step.text("Yes, sorry for the wait."))
-    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
-    try:
-        await app.start()
-        await app.worker.wait_idle()
-        assert channel.texts() == ["Yes, sorry for the wait."]
-        (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
-        assert inbound["status"] == "done"
-    finally:
-        await app.stop()
+    app = await app_factory(config)
+    await app.worker.wait_idle()
+    assert channel.texts() == ["Yes, sorry for the wait."]
+    (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
+    assert inbound["status"] == "done"
 
 
-async def test_old_pending_message_gets_an_apology_not_an_answer(make_config, clock, channel, fake_llm):
+async def test_old_pending_message_gets_an_apology_not_an_answer(make_config, app_factory, clock, channel, fake_llm):
     config = make_config(assistant={"recovery_max_age_s": 600})
-    store = await Store.open(config.storage.path, clock)
-    await store.ensure_conversation("test:c1", "test", "c1")
-    await store.add_inbound("test:c1", sender_id="u1", text="book the table", platform_message_id=None)
-    await store.close()
+    async with previous_life(config, clock) as store:
+        await store.add_inbound("test:c1", sender_id="u1", text="book the table", platform_message_id=None)
 
     clock.advance(hours=3)
-    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
-    try:
-        await app.start()
-        (notice,) = channel.texts()
-        assert "book the table" in notice and "Nothing was done" in notice
-        assert fake_llm.requests == []
-        (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
-        assert inbound["status"] == "expired"
-    finally:
-        await app.stop()
+    app = await app_factory(config)
+    (notice,) = channel.texts()
+    assert "book the table" in notice and "Nothing was done" in notice
+    assert fake_llm.requests == []
+    (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
+    assert inbound["status"] == "expired"
 
 
-async def test_stored_but_unsent_reply_is_sent_after_a_restart(make_config, clock, channel, fake_llm):
+async def test_stored_but_unsent_reply_is_sent_after_a_restart(make_config, app_factory, clock, channel):
     config = make_config()
-    store = await Store.open(config.storage.path, clock)
-    await store.ensure_conversation("test:c1", "test", "c1")
-    await store.add_outbound("test:c1", "Your answer, delayed.", turn_id=None)
-    await store.close()
+    async with previous_life(config, clock) as store:
+        await store.add_outbound("test:c1", "Your answer, delayed.", turn_id=None)
 
-    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
-    try:
-        await app.start()
-        assert channel.texts() == ["Your answer, delayed."]
-        (reply,) = await rows(app, "SELECT status FROM messages")
-        assert reply["status"] == "sent"
-    finally:
-        await app.stop()
+    app = await app_factory(config)
+    assert channel.texts() == ["Your answer, delayed."]
+    (reply,) = await rows(app, "SELECT status FROM messages")
+    assert reply["status"] == "sent"
 
 
-async def test_shutdown_waits_for_a_turn_in_flight_and_keeps_late_messages(make_config, clock, channel, fake_llm):
+async def test_shutdown_waits_for_a_turn_in_flight_and_keeps_late_messages(make_config, app_factory, channel,
+                                                                           fake_llm):
     config = make_config()
-    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
-    await app.start()
+    app = await app_factory(config)
     fake_llm.latency_s = 0.3
     handle = await app.worker.deliver(incoming(app, "hi"))
     stopping = asyncio.create_task(app.stop())
@@ -259,20 +252,15 @@ async def test_shutdown_waits_for_a_turn_in_flight_and_keeps_late_messages(make_
 
     fake_llm.latency_s = 0
     fake_llm.add(Step.text("Answering the late one."))
-    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
-    try:
-        await app.start()
-        await app.worker.wait_idle()
-        assert channel.texts() == ["ok", "Answering the late one."]
-    finally:
-        await app.stop()
+    app = await app_factory(config)
+    await app.worker.wait_idle()
+    assert channel.texts() == ["ok", "Answering the late one."]
 
 
 async def test_a_turn_cut_off_at_shutdown_after_a_tool_acted_is_reported_not_redone(
-        make_config, clock, channel, fake_llm, tmp_path):
+        make_config, app_factory, channel, fake_llm, tmp_path):
     config = make_config(assistant={"shutdown_timeout_s": 0.2}, tools={"artifacts": {"dir": str(tmp_path / "a")}})
-    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
-    await app.start()
+    app = await app_factory(config)
     fake_llm.add(Step.tool_calls(("artifact_save", {"filename": "r.html", "content": "x"})),
                  Step.delay(30, Step.text("too late")))
     await app.worker.deliver(incoming(app, "save it"))
@@ -282,19 +270,15 @@ async def test_a_turn_cut_off_at_shutdown_after_a_tool_acted_is_reported_not_red
         await asyncio.sleep(0.02)
     await app.stop()  # the model is still "thinking": the turn is cancelled
 
-    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
-    try:
-        await app.start()
-        await app.worker.wait_idle()
-        (notice,) = channel.texts()
-        assert "I was stopped while answering" in notice and "artifact.save" in notice
-        assert len(await rows(app, "SELECT id FROM artifacts")) == 1
-        (turn,) = await rows(app, "SELECT status, error FROM turns WHERE source='chat'")
-        assert turn == {"status": "failed", "error": "interrupted by shutdown"}
-        (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
-        assert inbound["status"] == "failed"
-    finally:
-        await app.stop()
+    app = await app_factory(config)
+    await app.worker.wait_idle()
+    (notice,) = channel.texts()
+    assert "I was stopped while answering" in notice and "artifact.save" in notice
+    assert len(await rows(app, "SELECT id FROM artifacts")) == 1
+    (turn,) = await rows(app, "SELECT status, error FROM turns WHERE source='chat'")
+    assert turn == {"status": "failed", "error": "interrupted by shutdown"}
+    (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
+    assert inbound["status"] == "failed"
 
 
 async def test_an_overlong_message_is_refused_with_the_limit(app_factory, fake_llm, channel):
