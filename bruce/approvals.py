@@ -8,7 +8,9 @@ user still gets a plain report: an action that ran is never left unreported.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +26,9 @@ from bruce.registry import ToolRegistry
 from bruce.store import Store
 from bruce.turn import TurnScope, new_turn_id
 
-__all__ = ["ApprovalDesk", "DeskReply"]
+__all__ = ["ApprovalDesk", "DeskReply", "SendStored"]
+
+SendStored = Callable[[int, str, str], Awaitable[None]]  # (stored message id, conversation id, text)
 
 log = structlog.get_logger(__name__)
 
@@ -57,7 +61,9 @@ class ApprovalDesk:
         self._confirmations = confirmations
 
     async def handle(self, command: Command, *, conversation_id: str, user_id: str,
-                     history: list[dict[str, Any]]) -> DeskReply:
+                     history: list[dict[str, Any]], inbound_id: int, send: SendStored) -> DeskReply | None:
+        """Decide on a request. Returns the reply to store and send, or None when the action ran:
+        its report was then stored and sent already (``send``)."""
         if command.confirmation_id is None:
             return DeskReply(f"Usage: /{command.name} ID, with the 8-character id shown in the request.", "notice")
         approve = command.name == "approve"
@@ -85,36 +91,43 @@ class ApprovalDesk:
                 assert action is not None
                 return DeskReply(f"Denied: {action.tool_name} will not run (request {cid}).")
         assert action is not None
-        return await self.run(action, history=history, user_id=user_id)
+        await self.run(action, history=history, user_id=user_id, inbound_id=inbound_id, send=send)
+        return None
 
-    async def run(self, action: PendingAction, *, history: list[dict[str, Any]], user_id: str | None) -> DeskReply:
-        """Run an approved action (already moved to ``running``) and report the outcome."""
+    async def run(self, action: PendingAction, *, history: list[dict[str, Any]], user_id: str | None,
+                  send: SendStored, inbound_id: int | None = None) -> None:
+        """Run an approved action (already moved to ``running``), then report it: first a line
+        written by code, stored with the outcome in one transaction and sent at once; then, if
+        the model answers, one sentence of its own."""
         scope = TurnScope(turn_id=new_turn_id(), conversation_id=action.conversation_id, user_id=user_id,
                           source="confirmation")
         with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=action.conversation_id):
-            return await self._run_in_scope(action, scope, history)
-
-    async def _run_in_scope(self, action: PendingAction, scope: TurnScope, history: list[dict[str, Any]]) -> DeskReply:
-        await self._store.start_turn(scope.turn_id, action.conversation_id, source="confirmation",
-                                     inbound_message_id=None)
-        result = await self._registry.run_approved(action, scope)
-        await self._confirmations.finish(action.id, ok=result.ok, result=result.for_model())
-        log.info("confirmation.executed", confirmation=action.id, tool=action.tool_name, status=result.status)
-        text = await self._follow_up(action, result, history, scope)
-        await self._store.finish_turn(scope.turn_id, status="ok" if result.ok else "failed",
-                                      llm_turns=scope.llm_calls, tool_calls=1,
-                                      error=None if result.ok else result.status)
-        return DeskReply(text, turn_id=scope.turn_id)
+            await self._store.start_turn(scope.turn_id, action.conversation_id, source="confirmation",
+                                         inbound_message_id=inbound_id)
+            result = await self._registry.run_approved(action, scope)
+            plain = _plain_outcome(action, result)
+            report_id = await asyncio.shield(self._confirmations.finish(
+                action, ok=result.ok, result=result.for_model(), report=plain, turn_id=scope.turn_id,
+                inbound_id=inbound_id))
+            log.info("confirmation.executed", confirmation=action.id, tool=action.tool_name, status=result.status)
+            assert report_id is not None
+            await send(report_id, action.conversation_id, plain)
+            text = await self._follow_up(action, result, history, scope)
+            if text:
+                follow_id = await self._store.add_outbound(action.conversation_id, text, turn_id=scope.turn_id)
+                await send(follow_id, action.conversation_id, text)
+            await self._store.finish_turn(scope.turn_id, status="ok" if result.ok else "failed",
+                                          llm_turns=scope.llm_calls, tool_calls=1,
+                                          error=None if result.ok else result.status)
 
     async def _follow_up(self, action: PendingAction, result: ToolResult, history: list[dict[str, Any]],
                          scope: TurnScope) -> str:
+        """The model's short sentence about the outcome; empty if it has nothing or is down."""
         outcome = json.dumps({"request": action.id, "tool": action.tool_name, **result.for_model()},
                              ensure_ascii=False, default=str)
         messages = [*history, {"role": "system", "content": FOLLOW_UP_NOTE.format(outcome=outcome[:4000])}]
-        plain = _plain_outcome(action, result)  # decided by code, always shown
         try:
             reply = await self._llm.complete(messages, scope=scope, tools=None)
         except LLMError:
-            return plain
-        text = check_links((reply.text or "").strip(), [result], admin_base=self._admin_base_url).text
-        return f"{plain}\n{text}" if text else plain
+            return ""  # the code-written line already told the user
+        return check_links((reply.text or "").strip(), [result], admin_base=self._admin_base_url).text

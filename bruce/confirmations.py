@@ -152,12 +152,18 @@ class Confirmations:
         them died: we cannot know if they finished."""
         rows = [r for r in await self._store.confirmations_with_status("running") if _on(r, channels)]
         for row in rows:
-            await self._store.finish_confirmation(row["id"], status="failed", result={"error": "interrupted by a restart"})
+            await self._store.finish_confirmation(row["id"], status="failed",
+                                                  result={"error": "interrupted by a restart"})
         return [PendingAction.from_row(r) for r in rows]
 
-    async def finish(self, confirmation_id: str, *, ok: bool, result: Any) -> None:
-        await self._store.finish_confirmation(confirmation_id, status="executed" if ok else "failed",
-                                              result=self._redactor.value(result))
+    async def finish(self, action: PendingAction, *, ok: bool, result: Any, report: str | None = None,
+                     turn_id: str | None = None, inbound_id: int | None = None) -> int | None:
+        """Record the outcome (and store the user's report of it, atomically); returns the
+        report's message id."""
+        return await self._store.finish_confirmation(
+            action.id, status="executed" if ok else "failed", result=self._redactor.value(result), report=report,
+            conversation_id=action.conversation_id, turn_id=turn_id, inbound_id=inbound_id,
+        )
 
     async def _why_not(self, action: PendingAction) -> Decision:
         row = await self._store.confirmation(action.id)

@@ -211,14 +211,24 @@ class Store:
         return int(row["id"]), False
 
     async def add_outbound(
-        self, conversation_id: str, text: str, *, turn_id: str | None, kind: str = "chat"
+        self, conversation_id: str, text: str, *, turn_id: str | None, kind: str = "chat",
+        inbound_id: int | None = None, inbound_status: str = "done",
     ) -> int:
+        """Store a reply as pending (to be sent). With ``inbound_id``, the message it answers is
+        closed in the same transaction: a crash can neither lose the reply nor answer twice."""
         now = self._now()
-        return await self._write(
-            "INSERT INTO messages (conversation_id, direction, role, kind, text, turn_id, status,"
-            " created_at, updated_at) VALUES (?, 'out', 'assistant', ?, ?, ?, 'pending', ?, ?)",
-            (conversation_id, kind, text, turn_id, now, now),
-        )
+        async with self._transaction() as db:
+            cur = await db.execute(
+                "INSERT INTO messages (conversation_id, direction, role, kind, text, turn_id, status,"
+                " created_at, updated_at) VALUES (?, 'out', 'assistant', ?, ?, ?, 'pending', ?, ?)",
+                (conversation_id, kind, text, turn_id, now, now),
+            )
+            if inbound_id is not None:
+                await db.execute(
+                    "UPDATE messages SET status = ?, updated_at = ?, turn_id = COALESCE(?, turn_id) WHERE id = ?",
+                    (inbound_status, now, turn_id, inbound_id),
+                )
+        return int(cur.lastrowid or 0)
 
     async def set_message_status(self, message_id: int, status: str, *, turn_id: str | None = None) -> None:
         await self._write(
@@ -343,6 +353,24 @@ class Store:
             )
         return int(cur.lastrowid or 0)
 
+    async def actions_for_message(self, message_id: int) -> list[dict[str, Any]]:
+        """Tool calls that acted (or asked for approval) in turns that handled this message, dry
+        runs excepted: what a crash interrupted, so that the message is not blindly redone."""
+        return await self.fetch_all(
+            "SELECT te.tool_name, te.status, json_extract(te.output, '$.confirmation_id') AS confirmation_id"
+            " FROM tool_executions te JOIN turns t ON te.turn_id = t.id"
+            " WHERE t.inbound_message_id = ? AND te.status IN ('ok', 'awaiting_confirmation')"
+            " AND COALESCE(json_extract(te.output, '$.dry_run'), 0) = 0 ORDER BY te.id",
+            (message_id,),
+        )
+
+    async def fail_running_turns(self, message_id: int, *, error: str) -> None:
+        await self._write(
+            "UPDATE turns SET status = 'failed', error = ?, finished_at = ? WHERE inbound_message_id = ?"
+            " AND status = 'running'",
+            (error, self._now(), message_id),
+        )
+
     async def max_message_id(self) -> int:
         row = await self._fetch_one("SELECT MAX(id) AS id FROM messages")
         return int(row["id"]) if row and row["id"] is not None else 0
@@ -403,11 +431,28 @@ class Store:
             params.append(unexpired_at)
         return (await self._execute(sql, params))[1] == 1
 
-    async def finish_confirmation(self, confirmation_id: str, *, status: str, result: Any) -> None:
-        await self._write(
-            "UPDATE pending_confirmations SET status = ?, result = ? WHERE id = ?",
-            (status, _json(result), confirmation_id),
-        )
+    async def finish_confirmation(
+        self, confirmation_id: str, *, status: str, result: Any, report: str | None = None,
+        conversation_id: str | None = None, turn_id: str | None = None, inbound_id: int | None = None,
+    ) -> int | None:
+        """Record what an approved action did. With ``report``, the user's report of it is stored
+        (pending, to be sent) in the same transaction, and the decision message is closed: once
+        the action is recorded, its report can no longer be lost to a crash."""
+        now = self._now()
+        async with self._transaction() as db:
+            await db.execute("UPDATE pending_confirmations SET status = ?, result = ? WHERE id = ?",
+                             (status, _json(result), confirmation_id))
+            if report is None:
+                return None
+            cur = await db.execute(
+                "INSERT INTO messages (conversation_id, direction, role, kind, text, turn_id, status,"
+                " created_at, updated_at) VALUES (?, 'out', 'assistant', 'chat', ?, ?, 'pending', ?, ?)",
+                (conversation_id, report, turn_id, now, now),
+            )
+            if inbound_id is not None:
+                await db.execute("UPDATE messages SET status = 'done', updated_at = ?, turn_id = ? WHERE id = ?",
+                                 (now, turn_id, inbound_id))
+        return int(cur.lastrowid or 0)
 
     async def confirmations_with_status(self, status: str) -> list[dict[str, Any]]:
         return await self.fetch_all(

@@ -27,7 +27,8 @@ class TurnScope:
 
     def completed_actions(self) -> list[str]:
         """Names of tools that succeeded this turn (what the user must hear about if the turn fails)."""
-        return [r.name for r in self.results if r.ok]
+        return [r.name for r in self.results
+                if r.ok and not (isinstance(r.output, dict) and r.output.get("dry_run") is True)]
     def next_llm_seq(self) -> int:
         self._llm_seq += 1
         return self._llm_seq

@@ -45,15 +45,19 @@ EXPIRED_MESSAGE = (
 )
 
 
-def _with_actions(notice: str, scope: TurnScope) -> str:
-    """Say what did happen before the failure: never let "couldn't answer" hide an action."""
-    done = scope.completed_actions()
+def _actions_note(done: list[str], waiting: list[str]) -> str:
+    """What did happen, in words: a failure notice must never hide an action, nor an approval
+    request the user has not seen."""
+    parts = []
     if done:
-        return f"{notice} Before that, these actions completed: {', '.join(done)}."
-    waiting = [r.id for r in scope.confirmations]
+        parts.append(f"These actions completed: {', '.join(done)}.")
     if waiting:
-        return f"{notice} Nothing was done; {len(waiting)} request(s) await your approval."
-    return f"{notice} Nothing was done."
+        parts.append("Waiting for your approval: " + ", ".join(f"/approve {w}" for w in waiting) + ".")
+    return " ".join(parts) if parts else "Nothing was done."
+
+
+def _with_actions(notice: str, scope: TurnScope) -> str:
+    return f"{notice} {_actions_note(scope.completed_actions(), [r.id for r in scope.confirmations])}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,8 +179,10 @@ class Worker:
         history = await self._chat_history(inbound.conversation_id, inbound.id)
         async with self._thinking(inbound.conversation_id):
             reply = await self._desk.handle(command, conversation_id=inbound.conversation_id,
-                                            user_id=sender_id or "", history=history)
-        await self._reply(inbound.conversation_id, reply, inbound_id=inbound.id)
+                                            user_id=sender_id or "", history=history, inbound_id=inbound.id,
+                                            send=self._send)
+        if reply is not None:
+            await self._reply(inbound.conversation_id, reply, inbound_id=inbound.id)
 
     def _thinking(self, conversation_id: str) -> AbstractAsyncContextManager[None]:
         channel_name, chat_id = conversation_id.split(":", 1)
@@ -184,9 +190,8 @@ class Worker:
         return channel.thinking(chat_id) if channel is not None else nullcontext()
 
     async def _reply(self, conversation_id: str, reply: DeskReply, *, inbound_id: int | None = None) -> None:
-        reply_id = await self._store.add_outbound(conversation_id, reply.text, turn_id=reply.turn_id, kind=reply.kind)
-        if inbound_id is not None:
-            await asyncio.shield(self._store.set_message_status(inbound_id, "done", turn_id=reply.turn_id))
+        reply_id = await asyncio.shield(self._store.add_outbound(
+            conversation_id, reply.text, turn_id=reply.turn_id, kind=reply.kind, inbound_id=inbound_id))
         await self._send(reply_id, conversation_id, reply.text)
 
     async def _run_queued(self, action: PendingAction) -> None:
@@ -196,8 +201,7 @@ class Worker:
             async with lock:
                 last_id = await self._store.last_message_id(action.conversation_id)
                 history = await self._chat_history(action.conversation_id, last_id)
-                reply = await self._desk.run(action, history=history, user_id=action.user_id)
-                await self._reply(action.conversation_id, reply)
+                await self._desk.run(action, history=history, user_id=action.user_id, send=self._send)
         except Exception:  # left 'running': reported as interrupted at the next start
             log.exception("approvals.run_failed", confirmation=action.id)
 
@@ -357,7 +361,10 @@ class Worker:
             if channel_name not in self._channels:
                 log.info("recovery.channel_off", message_id=message.id, channel=channel_name)
                 continue
-            if now - parse_iso(message.created_at) > max_age:
+            acted = await self._store.actions_for_message(message.id)
+            if acted:
+                await self._close_interrupted(message, acted)
+            elif now - parse_iso(message.created_at) > max_age:
                 await self._expire(message)
             else:
                 log.info("recovery.process", message_id=message.id)
@@ -369,9 +376,23 @@ class Worker:
         local = parse_iso(message.created_at).astimezone(self._settings.zone)
         snippet = message.text if len(message.text) <= 80 else message.text[:77] + "..."
         notice = EXPIRED_MESSAGE.format(when=f"{local:%Y-%m-%d %H:%M}", snippet=snippet)
-        reply_id = await self._store.add_outbound(message.conversation_id, notice, turn_id=None, kind="notice")
-        await self._store.set_message_status(message.id, "expired")
+        reply_id = await self._store.add_outbound(message.conversation_id, notice, turn_id=None, kind="notice",
+                                                  inbound_id=message.id, inbound_status="expired")
         log.info("recovery.expired", message_id=message.id)
+        await self._send(reply_id, message.conversation_id, notice)
+
+    async def _close_interrupted(self, message: StoredMessage, acted: list[dict[str, Any]]) -> None:
+        """A crash cut off a turn after tools had acted: answering again could act twice, so
+        tell the user what happened instead."""
+        done = [a["tool_name"] for a in acted if a["status"] == "ok"]
+        waiting = [a["confirmation_id"] for a in acted if a["status"] == "awaiting_confirmation" and a["confirmation_id"]]
+        snippet = message.text if len(message.text) <= 80 else message.text[:77] + "..."
+        notice = (f"I was interrupted while answering \"{snippet}\". {_actions_note(done, waiting)} "
+                  "Ask again if you still need the rest.")
+        await self._store.fail_running_turns(message.id, error="interrupted by a crash")
+        reply_id = await self._store.add_outbound(message.conversation_id, notice, turn_id=None, kind="notice",
+                                                  inbound_id=message.id, inbound_status="failed")
+        log.info("recovery.interrupted_turn", message_id=message.id, actions=len(acted))
         await self._send(reply_id, message.conversation_id, notice)
 
     async def wait_idle(self) -> None:

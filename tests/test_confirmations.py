@@ -16,7 +16,7 @@ from bruce.contracts import ToolCall
 from bruce.turn import TurnScope, new_turn_id
 from tests.fakes.console import ConsoleDriver, request_id
 from tests.fakes.llm_server import Step
-from tests.helpers import db_rows, rows, say
+from tests.helpers import db_rows, incoming, rows, say
 
 
 @pytest.fixture
@@ -300,8 +300,8 @@ async def test_follow_up_cannot_invent_a_link(app_factory, fake_llm, channel, no
     await say(app, "write it")
     fake_llm.add(Step.text("Written, view it at http://127.0.0.1:8765/artifacts/zz/todo.html"))
     await say(app, f"/approve {channel.confirmations[0][1].id}")
-    reply = channel.texts()[-1]
-    assert reply.startswith("Done: files.write ran") and "/artifacts/zz" not in reply
+    report, follow_up = channel.texts()[-2:]
+    assert report.startswith("Done: files.write ran") and "/artifacts/zz" not in follow_up
 
 
 async def test_an_action_interrupted_by_a_restart_is_reported(make_config, clock, channel, notes):
@@ -382,7 +382,8 @@ async def test_approval_of_a_stale_preview_runs_nothing(app_factory, fake_llm, c
     fake_llm.add(Step.text("It changed."))
     await say(app, f"/approve {channel.confirmations[0][1].id}")
     assert (notes / "todo.md").read_text() == "written by hand meanwhile\n"
-    assert "did not succeed" in channel.texts()[-1] and "conflict" in channel.texts()[-1]
+    report = channel.texts()[-2]
+    assert "did not succeed" in report and "conflict" in report
     (row,) = await rows(app, "SELECT status FROM pending_confirmations")
     assert row["status"] == "failed"
 
@@ -420,3 +421,56 @@ async def test_a_chat_approval_and_a_local_decision_racing_have_one_winner(make_
         assert len(winners) == 1 and outcomes.count(Outcome.ALREADY_DECIDED) == 2
     finally:
         await store.close()
+
+
+async def test_the_outcome_is_reported_before_the_model_comments_on_it(make_config, app_factory, fake_llm, channel,
+                                                                     notes):
+    config = make_config(tools={"files": {"notes_dir": str(notes)}}, assistant={"shutdown_timeout_s": 0.2})
+    app = await app_factory(config)
+    fake_llm.add(write_call(), Step.text("Asked."))
+    await say(app, "write it")
+    fake_llm.add(Step.delay(30, Step.text("too late")))  # the follow-up model call hangs
+    await app.worker.deliver(incoming(app, f"/approve {channel.confirmations[0][1].id}"))
+    for _ in range(500):
+        if any(t.startswith("Done: files.write ran") for t in channel.texts()):
+            break
+        await asyncio.sleep(0.02)
+    await app.stop()  # cuts off the follow-up
+    assert (notes / "todo.md").exists()
+    assert channel.texts()[-1].startswith("Done: files.write ran")
+    statuses = [r["status"] for r in db_rows(config.storage.path, "SELECT status FROM messages WHERE direction='in'")]
+    assert statuses == ["done", "done"]
+
+
+async def test_a_dry_run_before_a_failure_is_not_reported_as_done(app_factory, fake_llm, channel, notes):
+    app = await app_factory(tools={"files": {"notes_dir": str(notes)}}, llm={"num_retries": 0})
+    fake_llm.add(Step.tool_calls(("files_write", {"path": "a.md", "content": "x", "dry_run": True})), Step.error(500))
+    await say(app, "what would it do?")
+    assert channel.texts()[-1].endswith("Nothing was done.")
+
+
+async def test_a_crash_after_tools_acted_is_reported_not_redone(make_config, app_factory, clock, channel, fake_llm):
+    from bruce.store import Store, ToolExecutionRecord
+
+    config = make_config()
+    store = await Store.open(config.storage.path, clock)
+    await store.ensure_conversation("test:c1", "test", "c1")
+    message_id, _ = await store.add_inbound("test:c1", sender_id="u1", text="save and post it",
+                                            platform_message_id=None)
+    await store.start_turn("t-dead", "test:c1", source="chat", inbound_message_id=message_id)
+    for status, output in (("ok", {"url": "http://127.0.0.1:8765/artifacts/a/r.html"}),
+                           ("awaiting_confirmation", {"confirmation_id": "abcd1234"})):
+        await store.record_tool_execution(ToolExecutionRecord(
+            turn_id="t-dead", conversation_id="test:c1", call_id="c", tool_name="artifact.save", risk="medium",
+            input={}, output=output, status=status, error=None, latency_ms=1, source="chat"))
+    await store.close()  # the process dies mid-turn
+
+    app = await app_factory(config)
+    (notice,) = channel.texts()
+    assert "I was interrupted while answering" in notice and "These actions completed: artifact.save." in notice
+    assert "/approve abcd1234" in notice
+    assert fake_llm.requests == []
+    (turn,) = await rows(app, "SELECT status FROM turns")
+    assert turn["status"] == "failed"
+    (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
+    assert inbound["status"] == "failed"

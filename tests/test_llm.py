@@ -114,7 +114,7 @@ async def test_a_failure_after_a_tool_acted_says_what_was_done(app_factory, fake
     fake_llm.add(Step.tool_calls(("artifact_save", {"filename": "r.html", "content": "<p>x</p>"})), Step.error(500))
     await say(app, "save a report")
     (reply,) = channel.texts()
-    assert reply.startswith(LLM_DOWN_MESSAGE) and "these actions completed: artifact.save" in reply
+    assert reply.startswith(LLM_DOWN_MESSAGE) and "These actions completed: artifact.save." in reply
     assert "Nothing was done" not in reply
     (turn,) = await rows(app, "SELECT status, tool_calls FROM turns WHERE source='chat'")
     assert turn == {"status": "failed", "tool_calls": 1}
