@@ -240,15 +240,17 @@ class Store:
         row = await self._fetch_one(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,))
         return StoredMessage(**dict(row)) if row else None
 
-    async def history(self, conversation_id: str, *, limit: int, up_to_id: int) -> list[StoredMessage]:
-        """The last ``limit`` chat messages up to and including ``up_to_id``, oldest first.
+    async def history(
+        self, conversation_id: str, *, limit: int, up_to_id: int, after_id: int = 0,
+    ) -> list[StoredMessage]:
+        """The last ``limit`` chat messages with ``after_id < id <= up_to_id``, oldest first.
         Notices (error apologies), replies that failed to send and expired messages are not
         part of the conversation; a user's message stays even if its turn failed."""
         rows = await self.fetch_all(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND id <= ?"
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND id <= ? AND id > ?"
             f" AND {_IN_CONVERSATION}"
             " ORDER BY id DESC LIMIT ?",
-            (conversation_id, up_to_id, limit),
+            (conversation_id, up_to_id, after_id, limit),
         )
         return [StoredMessage(**r) for r in reversed(rows)]
 

@@ -172,7 +172,15 @@ class Worker:
     # decisions on pending confirmations ------------------------------------------------
 
     async def _chat_history(self, conversation_id: str, up_to_id: int) -> list[dict[str, str]]:
-        rows = await self._store.history(conversation_id, limit=self._settings.history_limit, up_to_id=up_to_id)
+        """Every message not yet in the summary, at most ``history_limit + summary_batch - 1``:
+        folding keeps ``history_limit - 1`` and waits for ``summary_batch`` more, so no message
+        is ever in neither the summary nor the history."""
+        s = self._settings
+        summary = await self._store.latest_summary(conversation_id)
+        rows = await self._store.history(
+            conversation_id, limit=s.history_limit + s.summary_batch - 1, up_to_id=up_to_id,
+            after_id=summary.up_to_message_id if summary else 0,
+        )
         return [{"role": m.role, "content": m.text} for m in rows]
 
     async def _decide(self, inbound: StoredMessage, command: Command, sender_id: str | None) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from contextlib import asynccontextmanager
 
+import pytest
+
 from bruce.app import build_app
 from bruce.store import Store
 from tests.fakes.llm_server import Step
@@ -55,15 +57,19 @@ async def test_long_replies_are_split_to_the_channel_limit(app, fake_llm, channe
 
 
 async def test_history_is_sent_and_capped(app_factory, fake_llm):
-    app = await app_factory(assistant={"history_limit": 4, "summary_batch": 100})
-    for i in range(4):
-        fake_llm.add(Step.text(f"answer {i}"))
+    # history_limit 4, summary_batch 2: at most 4 + 2 - 1 = 5 unsummarized messages are sent
+    app = await app_factory(assistant={"history_limit": 4, "summary_batch": 2})
+    fake_llm.responder = lambda body: Step.text(
+        "summary" if "running summary" in body["messages"][0]["content"] else "answer " + body["messages"][-1]["content"])
+    for i in range(6):
         await say(app, f"question {i}")
-    last = fake_llm.requests[-1]["messages"]
-    non_system = [m for m in last if m["role"] != "system"]
-    assert len(non_system) == 4
-    assert non_system[-1] == {"role": "user", "content": "question 3"}
-    assert non_system[0] == {"role": "assistant", "content": "answer 1"}
+        await app.worker.wait_idle()
+    chat = [r for r in fake_llm.requests if "running summary" not in r["messages"][0]["content"]]
+    for request in chat:
+        non_system = [m for m in request["messages"] if m["role"] != "system"]
+        assert len(non_system) <= 5
+    last = [m for m in chat[-1]["messages"] if m["role"] != "system"]
+    assert last[-1] == {"role": "user", "content": "question 5"}
 
 
 async def test_older_history_is_folded_into_a_summary_that_feeds_the_prompt(app_factory, fake_llm):
@@ -302,8 +308,9 @@ async def test_summaries_can_use_a_cheaper_model(app_factory, fake_llm):
     assert summary["summary"] == "Short summary."
 
 
-async def test_every_message_is_in_the_summary_or_the_history(app_factory, fake_llm):
-    app = await app_factory(assistant={"history_limit": 4, "summary_batch": 1})
+@pytest.mark.parametrize("batch", [1, 3])
+async def test_every_message_is_in_the_summary_or_the_history(app_factory, fake_llm, batch):
+    app = await app_factory(assistant={"history_limit": 4, "summary_batch": batch})
 
     def responder(body):
         if body["messages"][0]["content"].startswith("You maintain a running summary"):
@@ -311,7 +318,7 @@ async def test_every_message_is_in_the_summary_or_the_history(app_factory, fake_
         return Step.text("ans " + body["messages"][-1]["content"])
 
     fake_llm.responder = responder
-    for i in range(8):
+    for i in range(10):
         summary = await app.store.latest_summary("test:c1")  # what the next turn's prompt will carry
         await say(app, f"q{i}")
         chat = [r for r in fake_llm.requests if "running summary" not in r["messages"][0]["content"]][-1]
