@@ -474,3 +474,17 @@ async def test_a_crash_after_tools_acted_is_reported_not_redone(make_config, app
     assert turn["status"] == "failed"
     (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
     assert inbound["status"] == "failed"
+
+
+async def test_a_same_length_edit_deep_in_a_large_note_still_invalidates_the_approval(app_factory, fake_llm,
+                                                                                      channel, notes):
+    app = await app_factory(tools={"files": {"notes_dir": str(notes)}})
+    big = "".join(f"line {i:05d}\n" for i in range(2000))
+    (notes / "todo.md").write_text(big)
+    fake_llm.add(write_call(content="short\n"), Step.text("Asked."))
+    await say(app, "replace my notes")
+    (notes / "todo.md").write_text(big.replace("line 01999", "LINE 01999"))  # same length, past the diff cap
+    fake_llm.add(Step.text("ok"))
+    await say(app, f"/approve {channel.confirmations[0][1].id}")
+    assert "LINE 01999" in (notes / "todo.md").read_text()
+    assert "conflict" in channel.texts()[-2]

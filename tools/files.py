@@ -14,6 +14,7 @@ touches nothing on disk, not even folders.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import uuid
 from pathlib import Path, PurePosixPath
@@ -178,8 +179,11 @@ def files_write_tool(*, notes_dir: Path, max_bytes: int = 200_000) -> tuple[Tool
                 code="too_large",
             )
         if dry_run:
+            # the hash of the current file makes the preview change whenever the file does, so an
+            # approval given for one version cannot overwrite another (the diff alone is capped)
+            current = hashlib.sha256(old.encode("utf-8")).hexdigest()[:16] if old is not None else None
             return {"path": str(rel), "exists": old is not None, "mode": mode, "bytes_after": len(data),
-                    "diff": _diff(old or "", new, str(rel))}
+                    "current_sha256": current, "diff": _diff(old or "", new, str(rel))}
         resolved.parent.mkdir(parents=True, exist_ok=True)
         if not resolved.parent.resolve().is_relative_to(root):  # changed under our feet
             raise ToolFailed(f"cannot write {str(rel)!r}: it points outside the notes folder.", code="path_not_allowed")
