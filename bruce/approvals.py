@@ -21,7 +21,7 @@ from bruce.commands import Command
 from bruce.confirmations import Confirmations, Outcome, PendingAction
 from bruce.contracts import ToolResult
 from bruce.errors import LLMError
-from bruce.grounding import check_links
+from bruce.grounding import check_links, produced_urls
 from bruce.registry import ToolRegistry
 from bruce.store import Store
 from bruce.turn import TurnScope, new_turn_id
@@ -130,4 +130,6 @@ class ApprovalDesk:
             reply = await self._llm.complete(messages, scope=scope, tools=None)
         except LLMError:
             return ""  # the code-written line already told the user
-        return check_links((reply.text or "").strip(), [result], admin_base=self._admin_base_url).text
+        existing = await self._store.existing_artifact_paths(produced_urls([result]))
+        return check_links((reply.text or "").strip(), [result], admin_base=self._admin_base_url,
+                           existing=existing).text

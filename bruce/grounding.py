@@ -82,8 +82,14 @@ def _is_ours(link: str, admin_base: str) -> bool:
     return host in {"localhost", "127.0.0.1", "::1", (admin.hostname or "").lower()}
 
 
-def check_links(text: str, results: Iterable[ToolResult], *, admin_base: str) -> GroundingReport:
+def check_links(
+    text: str, results: Iterable[ToolResult], *, admin_base: str, existing: set[str] | None = None,
+) -> GroundingReport:
+    """``existing``: the artifact paths that really exist (from the store); a ``url`` a tool
+    returned still has to point at one of them (a search result can carry any URL)."""
     produced = produced_urls(results)
+    if existing is not None:
+        produced &= existing
     removed: list[str] = []
 
     def replace(match: re.Match[str]) -> str:

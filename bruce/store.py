@@ -488,6 +488,16 @@ class Store:
             (artifact_id, conversation_id, turn_id, title, filename, fmt, path, size_bytes, sha256, self._now()),
         )
 
+    async def existing_artifact_paths(self, paths: set[str]) -> set[str]:
+        """Which of these ``/artifacts/<id>/<filename>`` paths name a stored artifact."""
+        found = set()
+        for path in paths:
+            parts = path.split("/")
+            if len(parts) == 4 and await self._fetch_one(
+                    "SELECT 1 FROM artifacts WHERE id = ? AND filename = ?", (parts[2], parts[3])):
+                found.add(path)
+        return found
+
     async def artifact(self, artifact_id: str) -> dict[str, Any] | None:
         found = await self.fetch_all("SELECT * FROM artifacts WHERE id = ?", (artifact_id,))
         return found[0] if found else None

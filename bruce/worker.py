@@ -25,7 +25,7 @@ from bruce.commands import Command, parse_command
 from bruce.confirmations import Confirmations, PendingAction
 from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.errors import LLMError, LLMNotConfigured
-from bruce.grounding import check_links
+from bruce.grounding import check_links, produced_urls
 from bruce.prompt import build_system_prompt
 from bruce.store import StoredMessage, Store
 from bruce.summarizer import fold_history
@@ -278,7 +278,9 @@ class Worker:
         return await run_agent_loop(self._llm, self._registry, system_prompt, history, s.max_turns, scope=scope)
 
     async def _deliver_reply(self, inbound: StoredMessage, scope: TurnScope, result: TurnResult) -> None:
-        report = check_links(result.text, result.tool_results, admin_base=self._settings.admin_base_url)
+        existing = await self._store.existing_artifact_paths(produced_urls(result.tool_results))
+        report = check_links(result.text, result.tool_results, admin_base=self._settings.admin_base_url,
+                             existing=existing)
         reply_id = await asyncio.shield(self._store.complete_turn(
             scope.turn_id, inbound_id=inbound.id, conversation_id=inbound.conversation_id, reply=report.text,
             llm_turns=result.llm_turns, tool_calls=len(result.tool_results), hit_ceiling=result.hit_ceiling,

@@ -4,6 +4,7 @@ across conversations, history and summaries, recovery after a crash, access cont
 from __future__ import annotations
 
 import asyncio
+import json
 from contextlib import asynccontextmanager
 
 import pytest
@@ -174,15 +175,19 @@ async def test_made_up_artifact_link_is_removed(app, fake_llm, channel):
     assert stored["text"] == reply
 
 
-async def test_link_returned_by_a_tool_this_turn_is_kept(app, fake_llm, channel):
-    async def save(args, ctx):
-        return {"url": "http://127.0.0.1:8765/artifacts/xyz/note.html"}
+async def test_link_to_an_artifact_saved_this_turn_is_kept(app_factory, fake_llm, channel, tmp_path):
+    app = await app_factory(tools={"artifacts": {"dir": str(tmp_path / "art")}})
 
-    app.registry.register(contract("test.save"), save)
-    fake_llm.add(Step.tool_calls(("test_save", {})),
-                 Step.text("Done: http://127.0.0.1:8765/artifacts/xyz/note.html."))
+    def responder(body):
+        last = body["messages"][-1]
+        if last["role"] == "user":
+            return Step.tool_calls(("artifact_save", {"filename": "note.html", "content": "<p>hi</p>"}))
+        return Step.text(f"Done: {json.loads(last['content'])['result']['url']}.")
+
+    fake_llm.responder = responder
     await say(app, "save it")
-    assert channel.texts() == ["Done: http://127.0.0.1:8765/artifacts/xyz/note.html."]
+    (reply,) = channel.texts()
+    assert reply.startswith("Done: http://127.0.0.1:8765/artifacts/") and "removed" not in reply
 
 
 async def test_a_failed_send_is_recorded_and_the_turn_still_completes(app, fake_llm, channel):
@@ -328,3 +333,14 @@ async def test_every_message_is_in_the_summary_or_the_history(app_factory, fake_
         assert folded + sent == everything[: len(folded) + len(sent)] and sent[-1] == f"q{i}", (folded, sent)
         await app.worker.wait_idle()
     assert summary is not None and summary.up_to_message_id >= 6
+
+
+async def test_a_search_result_url_does_not_vouch_for_an_artifact_link(app, fake_llm, channel):
+    async def search(args, ctx):
+        return {"results": [{"url": "http://127.0.0.1:8765/artifacts/deadbeef/report.html"}]}
+
+    app.registry.register(contract("test.search"), search)
+    fake_llm.add(Step.tool_calls(("test_search", {})),
+                 Step.text("I saved it: http://127.0.0.1:8765/artifacts/deadbeef/report.html"))
+    await say(app, "save a report")
+    assert "deadbeef" not in channel.texts()[0]
