@@ -5,9 +5,12 @@ Channels and tools are chosen here by name; nothing else in ``bruce`` imports th
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
 
 import structlog
 
@@ -16,7 +19,7 @@ from bruce.clock import Clock, SystemClock
 from bruce.approvals import ApprovalDesk
 from bruce.config import Config
 from bruce.confirmations import Confirmations
-from bruce.errors import ConfigError, ContractError
+from bruce.errors import BruceError, ConfigError, ContractError
 from bruce.llm import LLMService
 from bruce.log import Redactor
 from bruce.registry import ToolRegistry
@@ -41,6 +44,22 @@ class App:
     worker: Worker
     channels: dict[str, Channel] = field(default_factory=dict)
     _stopped: bool = field(default=False, init=False)
+    _locks: list[TextIO] = field(default_factory=list, init=False)
+
+    def _claim_channels(self) -> None:
+        """One process per channel and database: a second `bruce chat` on the same database
+        would answer the same messages and run the same approved actions twice."""
+        for name in self.channels:
+            path = Path(f"{self.config.storage.path}.{name}.lock")
+            handle = path.open("w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                raise BruceError(
+                    f"another Bruce process is already serving the {name} channel with {self.config.storage.path}; "
+                    "stop it first (one process per channel and database)") from None
+            self._locks.append(handle)
 
     def warnings(self) -> list[str]:
         """What is missing for Bruce to be useful, each with how to fix it."""
@@ -62,6 +81,7 @@ class App:
         # what the previous run left is everything stored before our channels start receiving;
         # recovery must not touch a message or reply of this run, which its own turn handles
         left_over = await self.store.max_message_id()
+        self._claim_channels()
         for channel in self.channels.values():
             await channel.start(self.worker.deliver)
         log.info("app.started", channels=sorted(self.channels), model=self.config.llm.model)
@@ -74,10 +94,18 @@ class App:
         if self._stopped:
             return
         self._stopped = True
-        await self.worker.close(self.config.assistant.shutdown_timeout_s)
+        try:
+            await self.worker.close(self.config.assistant.shutdown_timeout_s)
+        finally:
+            await self._close_rest()
+
+    async def _close_rest(self) -> None:
         for channel in self.channels.values():
             await channel.stop()
         await self.store.close()
+        for handle in self._locks:  # closing the file releases the lock
+            handle.close()
+        self._locks.clear()
         log.info("app.stopped")
 
 

@@ -344,3 +344,15 @@ async def test_a_search_result_url_does_not_vouch_for_an_artifact_link(app, fake
                  Step.text("I saved it: http://127.0.0.1:8765/artifacts/deadbeef/report.html"))
     await say(app, "save a report")
     assert "deadbeef" not in channel.texts()[0]
+
+
+async def test_a_second_process_cannot_serve_the_same_channel(make_config, app_factory, clock):
+    from bruce.errors import BruceError
+    from tests.fakes.channel import RecordingChannel
+
+    config = make_config()
+    await app_factory(config)
+    second = await build_app(config, clock=clock, environ={}, extra_channels=[RecordingChannel("test")])
+    with pytest.raises(BruceError, match="already serving the test channel"):
+        await second.start()
+    await second.stop()
