@@ -140,8 +140,10 @@ async def _decide_locally(config: Config, confirmation_id: str, approve: bool) -
         await store.close()
     action = decision.action
     messages = {
-        Outcome.QUEUED: f"approved: {action.tool_name if action else ''} will run within "
-                        f"{config.tools.approval_poll_s:g}s if Bruce is running, and the user will be told the outcome",
+        Outcome.QUEUED: f"approved: {action.tool_name if action else ''} runs within "
+                        f"{config.tools.approval_poll_s:g}s once the Bruce process serving "
+                        f"{action.conversation_id.split(':', 1)[0] if action else 'that'} conversations is running "
+                        "(or expires if none picks it up in time); the user is told the outcome",
         Outcome.DENIED: f"denied: {action.tool_name if action else ''} will not run",
         Outcome.NOT_FOUND: f"no request {confirmation_id}",
         Outcome.EXPIRED: f"request {confirmation_id} has expired; nothing will run",

@@ -172,7 +172,7 @@ async def test_critical_tool_needs_the_owners_local_approval(make_config, clock,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         stdout, stderr = await asyncio.wait_for(proc.communicate(), 60)
         assert proc.returncode == 0, stderr.decode()
-        assert "approved: http.post will run" in stdout.decode()
+        assert "approved: http.post runs within" in stdout.decode()
         for _ in range(600):  # the daemon polls for local approvals every 50 ms here
             if "Done: http.post ran" in driver.stdout.getvalue():
                 break
