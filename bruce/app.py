@@ -80,8 +80,9 @@ class App:
     async def start(self) -> None:
         # what the previous run left is everything stored before our channels start receiving;
         # recovery must not touch a message or reply of this run, which its own turn handles
-        left_over = await self.store.max_message_id()
         self._claim_channels()
+        await self.worker.close_interrupted_actions()  # its notices are sent by recover() below
+        left_over = await self.store.max_message_id()
         for channel in self.channels.values():
             await channel.start(self.worker.deliver)
         log.info("app.started", channels=sorted(self.channels), model=self.config.llm.model)

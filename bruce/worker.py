@@ -354,13 +354,18 @@ class Worker:
 
     # start-up and shutdown -----------------------------------------------------------
 
-    async def recover(self, *, up_to_id: int) -> None:
-        """Finish what a crash left: resend stored but unsent replies, answer pending messages
-        (or apologize for those older than ``recovery_max_age_s``)."""
+    async def close_interrupted_actions(self) -> None:
+        """Before the channels start: approved actions left ``running`` by the previous process
+        are closed as failed (we cannot know whether they finished) and the user is told. Done
+        first, so that an approval of this run can never be mistaken for one of them."""
         for action in await self._confirmations.interrupted(self._channels.keys()):
             note = (f"Request {action.id} ({action.tool_name}) was interrupted by a restart while running; "
                     "it may or may not have completed. Please check before asking again.")
-            await self._reply(action.conversation_id, DeskReply(note, "notice"))
+            await self._store.add_outbound(action.conversation_id, note, turn_id=None, kind="notice")
+
+    async def recover(self, *, up_to_id: int) -> None:
+        """Finish what a crash left: resend stored but unsent replies, answer pending messages
+        (or apologize for those older than ``recovery_max_age_s``)."""
         for reply in await self._store.messages_with_status("out", "pending", up_to_id=up_to_id):
             log.info("recovery.resend", message_id=reply.id)
             await self._send(reply.id, reply.conversation_id, reply.text)
