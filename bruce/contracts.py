@@ -71,14 +71,15 @@ class ToolContract:
     def wire_name(self) -> str:
         return wire_name(self.name)
 
-    def definition(self) -> dict[str, Any]:
-        """The OpenAI-style function definition sent to the model."""
+    def definition(self, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The OpenAI-style function definition sent to the model (``parameters``: the schema as
+        the registry extends it, e.g. with ``dry_run``; default: the contract's own)."""
         return {
             "type": "function",
             "function": {
                 "name": self.wire_name,
                 "description": self.description,
-                "parameters": self.input_schema,
+                "parameters": self.input_schema if parameters is None else parameters,
             },
         }
 

@@ -166,12 +166,7 @@ class ToolRegistry:
 
     def definitions(self) -> list[dict[str, Any]]:
         """What the model is shown: every visible tool, with ``dry_run`` where supported."""
-        return [
-            {"type": "function", "function": {"name": t.contract.wire_name, "description": t.contract.description,
-                                              "parameters": t.schema_for_model}}
-            for t in self.tools()
-            if t.policy.visible
-        ]
+        return [t.contract.definition(t.schema_for_model) for t in self.tools() if t.policy.visible]
 
     # execution ------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ class TurnScope:
         """Names of tools that succeeded this turn (what the user must hear about if the turn fails)."""
         return [r.name for r in self.results
                 if r.ok and not (isinstance(r.output, dict) and r.output.get("dry_run") is True)]
+
     def next_llm_seq(self) -> int:
         self._llm_seq += 1
         return self._llm_seq
@@ -36,8 +37,3 @@ class TurnScope:
     @property
     def llm_calls(self) -> int:
         return self._llm_seq
-
-    @property
-    def unattended(self) -> bool:
-        """No user is present to approve anything (scheduled runs)."""
-        return self.source == "proactive"
