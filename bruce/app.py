@@ -14,9 +14,9 @@ from typing import TextIO
 
 import structlog
 
+from bruce.approvals import ApprovalDesk
 from bruce.channel import Channel
 from bruce.clock import Clock, SystemClock
-from bruce.approvals import ApprovalDesk
 from bruce.config import Config
 from bruce.confirmations import Confirmations
 from bruce.errors import BruceError, ConfigError, ContractError

@@ -9,8 +9,8 @@ Folding old history into a summary runs in the background afterwards.
 from __future__ import annotations
 
 import asyncio
-from contextlib import AbstractAsyncContextManager, nullcontext
 from collections.abc import Awaitable, Coroutine, Mapping
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -21,13 +21,13 @@ import structlog
 from bruce.agent import LLM, Tools, TurnResult, run_agent_loop
 from bruce.approvals import ApprovalDesk, DeskReply
 from bruce.channel import Channel, ConfirmationRequest, IncomingMessage, split_text
+from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.commands import Command, parse_command
 from bruce.confirmations import Confirmations, PendingAction
-from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.errors import LLMError, LLMNotConfigured
 from bruce.grounding import check_links, produced_urls
 from bruce.prompt import build_system_prompt
-from bruce.store import StoredMessage, Store
+from bruce.store import Store, StoredMessage
 from bruce.summarizer import fold_history
 from bruce.turn import TurnScope, new_turn_id
 

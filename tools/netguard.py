@@ -45,7 +45,8 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import httpcore
 import httpx

@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import html as html_lib
 import re
-from typing import Any, Awaitable, Callable, NamedTuple, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple, Protocol
 
 import httpx
 import structlog
