@@ -74,36 +74,49 @@ class LocalServer:
         return [p.split("?", 1)[0] for p in self.requests]
 
 
+async def article_page(_: web.Request) -> web.Response:
+    return web.Response(text=ARTICLE, content_type="text/html")
+
+
+async def big_page(_: web.Request) -> web.Response:
+    return web.Response(text="abcdefghij" * 5_000, content_type="text/plain")
+
+
+async def missing_page(_: web.Request) -> web.Response:
+    return web.Response(status=404, text="nope", content_type="text/html")
+
+
+async def image_page(_: web.Request) -> web.Response:
+    return web.Response(body=b"\x89PNG\r\n\x1a\n", content_type="image/png")
+
+
+async def loop_page(_: web.Request) -> web.Response:
+    raise web.HTTPFound("/loop")
+
+
+async def secret_page(_: web.Request) -> web.Response:
+    return web.Response(text="the secret", content_type="text/plain")
+
+
+async def hop_page(_: web.Request) -> web.Response:
+    raise web.HTTPMovedPermanently("/")
+
+
+async def to_ftp_page(_: web.Request) -> web.Response:
+    raise web.HTTPFound("ftp://127.0.0.1/file")
+
+
+async def plain_page(_: web.Request) -> web.Response:
+    return web.Response(body="café au lait".encode("latin-1"),
+                        headers={"Content-Type": "text/plain; charset=iso-8859-1"})
+
+
 @pytest.fixture
 async def site() -> AsyncIterator[LocalServer]:
     server = LocalServer()
 
-    async def article(_: web.Request) -> web.Response:
-        return web.Response(text=ARTICLE, content_type="text/html")
-
-    async def big(_: web.Request) -> web.Response:
-        return web.Response(text="abcdefghij" * 5_000, content_type="text/plain")
-
-    async def missing(_: web.Request) -> web.Response:
-        return web.Response(status=404, text="nope", content_type="text/html")
-
-    async def image(_: web.Request) -> web.Response:
-        return web.Response(body=b"\x89PNG\r\n\x1a\n", content_type="image/png")
-
-    async def loop(_: web.Request) -> web.Response:
-        raise web.HTTPFound("/loop")
-
-    async def start(_: web.Request) -> web.Response:
+    async def start(_: web.Request) -> web.Response:  # an absolute redirect needs the server's port
         raise web.HTTPFound(server.url("/secret"))
-
-    async def secret(_: web.Request) -> web.Response:
-        return web.Response(text="the secret", content_type="text/plain")
-
-    async def hop(_: web.Request) -> web.Response:
-        raise web.HTTPMovedPermanently("/")
-
-    async def to_ftp(_: web.Request) -> web.Response:
-        raise web.HTTPFound("ftp://127.0.0.1/file")
 
     async def slow(_: web.Request) -> web.Response:
         try:
@@ -112,14 +125,10 @@ async def site() -> AsyncIterator[LocalServer]:
             pass
         return web.Response(text="late", content_type="text/plain")
 
-    async def plain(_: web.Request) -> web.Response:
-        return web.Response(body="café au lait".encode("latin-1"),
-                            headers={"Content-Type": "text/plain; charset=iso-8859-1"})
-
     for path, handler in {
-        "/": article, "/big": big, "/missing": missing, "/image": image, "/loop": loop,
-        "/start": start, "/secret": secret, "/hop": hop, "/to-ftp": to_ftp, "/slow": slow,
-        "/plain": plain,
+        "/": article_page, "/big": big_page, "/missing": missing_page, "/image": image_page, "/loop": loop_page,
+        "/start": start, "/secret": secret_page, "/hop": hop_page, "/to-ftp": to_ftp_page, "/slow": slow,
+        "/plain": plain_page,
     }.items():
         server.route(path, handler)
     await server.start()

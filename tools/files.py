@@ -17,16 +17,18 @@ import difflib
 import hashlib
 import os
 import uuid
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from bruce.contracts import DryRun, Risk, ToolContext, ToolContract, ToolHandler
 from bruce.errors import ToolFailed
 
-__all__ = ["files_write_tool", "write_atomic"]
+__all__ = ["FILES_WRITE", "files_write_tool", "write_atomic"]
 
 ALLOWED_EXTENSIONS = frozenset({".md", ".txt"})
 DIFF_MAX_CHARS = 4000
+DEFAULT_MAX_BYTES = 200_000
 
 
 def write_atomic(target: Path, data: bytes) -> None:
@@ -84,116 +86,146 @@ def _diff(old: str, new: str, rel: str) -> str:
     return text
 
 
-def files_write_tool(*, notes_dir: Path, max_bytes: int = 200_000) -> tuple[ToolContract, ToolHandler]:
-    root = Path(notes_dir).resolve()
-    contract = ToolContract(
-        name="files.write",
-        description=(
-            "Write a text note (.md or .txt) inside the user's notes folder. 'path' is relative to that folder "
-            "(e.g. 'journal/2026-12.md'); missing sub-folders are created. mode 'overwrite' (default) replaces "
-            f"the file, 'append' adds to its end. Files are limited to {max_bytes} bytes."
-        ),
-        category="files",
-        risk=Risk.HIGH,
-        autonomous=False,
-        confirmation=True,
-        step_up=False,
-        dry_run=DryRun.REQUIRED,
-        idempotent=False,
-        input_schema={
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "minLength": 1, "maxLength": 255,
-                         "description": "Path relative to the notes folder, ending in .md or .txt."},
-                "content": {"type": "string"},
-                "mode": {"type": "string", "enum": ["overwrite", "append"], "default": "overwrite"},
-            },
-            "required": ["path", "content"],
-            "additionalProperties": False,
-        },
-        output_schema={
-            "type": "object",
-            "properties": {
-                "path": {"type": "string"},
-                "bytes_written": {"type": "integer"},
-                "created": {"type": "boolean"},
-                "mode": {"type": "string"},
-                "file_bytes": {"type": "integer", "description": "size of the whole file after the write"},
-            },
-            "required": ["path", "bytes_written", "created", "mode"],
-        },
-        permissions=("notes_dir:write",),
-        side_effects=(
-            "creates or changes one text file inside the configured notes folder; repeating an 'overwrite' "
-            "gives the same file, repeating an 'append' appends the text twice"
-        ),
-        audit_event="files.written",
-        failure_modes=("invalid_args", "path_not_allowed", "extension_not_allowed", "too_large", "not_text",
-                       "io_error"),
-        timeout_s=10.0,
+def _description(max_bytes: int) -> str:
+    return (
+        "Write a text note (.md or .txt) inside the user's notes folder. 'path' is relative to that folder "
+        "(e.g. 'journal/2026-12.md'); missing sub-folders are created. mode 'overwrite' (default) replaces "
+        f"the file, 'append' adds to its end. Files are limited to {max_bytes} bytes."
     )
 
-    def locate(raw: str) -> tuple[PurePosixPath, Path]:
+
+FILES_WRITE = ToolContract(
+    name="files.write",
+    description=_description(DEFAULT_MAX_BYTES),
+    category="files",
+    risk=Risk.HIGH,
+    autonomous=False,
+    confirmation=True,
+    step_up=False,
+    dry_run=DryRun.REQUIRED,
+    idempotent=False,
+    input_schema={
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "minLength": 1, "maxLength": 255,
+                     "description": "Path relative to the notes folder, ending in .md or .txt."},
+            "content": {"type": "string"},
+            "mode": {"type": "string", "enum": ["overwrite", "append"], "default": "overwrite"},
+        },
+        "required": ["path", "content"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "bytes_written": {"type": "integer"},
+            "created": {"type": "boolean"},
+            "mode": {"type": "string"},
+            "file_bytes": {"type": "integer", "description": "size of the whole file after the write"},
+        },
+        "required": ["path", "bytes_written", "created", "mode"],
+    },
+    permissions=("notes_dir:write",),
+    side_effects=(
+        "creates or changes one text file inside the configured notes folder; repeating an 'overwrite' "
+        "gives the same file, repeating an 'append' appends the text twice"
+    ),
+    audit_event="files.written",
+    failure_modes=("invalid_args", "path_not_allowed", "extension_not_allowed", "too_large", "not_text",
+                   "io_error"),
+    timeout_s=10.0,
+)
+
+
+def _contract(max_bytes: int) -> ToolContract:
+    """FILES_WRITE with the size limit this instance enforces in its description."""
+    return replace(FILES_WRITE, description=_description(max_bytes))
+
+
+def _read_old(resolved: Path, shown: str) -> str | None:
+    """The current text of the file, or None if there is none yet."""
+    if not resolved.exists():
+        return None
+    try:
+        return resolved.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ToolFailed(
+            f"{shown!r} exists but is not UTF-8 text; it will not be changed.", code="not_text"
+        ) from None
+
+
+def _preview(rel: str, old: str | None, new: str, mode: str, size: int) -> dict[str, Any]:
+    """The dry-run answer: what would change, without touching the disk."""
+    # the hash of the current file makes the preview change whenever the file does, so an
+    # approval given for one version cannot overwrite another (the diff alone is capped)
+    current = hashlib.sha256(old.encode("utf-8")).hexdigest()[:16] if old is not None else None
+    return {"path": rel, "exists": old is not None, "mode": mode, "bytes_after": size,
+            "current_sha256": current, "diff": _diff(old or "", new, rel)}
+
+
+@dataclass(frozen=True, slots=True)
+class _NotesFolder:
+    """The folder files.write may change (already resolved) and the size limit for one file."""
+
+    root: Path
+    max_bytes: int
+
+    def locate(self, raw: str) -> tuple[PurePosixPath, Path]:
+        """The model's path as given (cleaned) and as it resolves on disk, or ToolFailed."""
         rel = _relative(raw)
         _check_extension(rel.name, raw)
         try:
-            resolved = (root / rel).resolve()
+            resolved = (self.root / rel).resolve()
         except (RuntimeError, OSError):  # a symlink loop (RuntimeError before Python 3.13)
             raise ToolFailed(
                 f"cannot write {raw!r}: the path cannot be resolved (a symlink loop?).", code="path_not_allowed"
             ) from None
-        if not resolved.is_relative_to(root):
+        if not resolved.is_relative_to(self.root):
             raise ToolFailed(f"cannot write {raw!r}: it points outside the notes folder.", code="path_not_allowed")
         _check_extension(resolved.name, raw)  # a symlink may hide another extension
         if resolved.exists() and not resolved.is_file():
             raise ToolFailed(f"cannot write {raw!r}: it is a folder, not a file.", code="path_not_allowed")
         return rel, resolved
 
-    def read_old(resolved: Path, shown: str) -> str | None:
-        if not resolved.exists():
-            return None
+    def write(self, args: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+        """One call: the preview (dry run) or the write itself; disk problems become io_error."""
         try:
-            return resolved.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise ToolFailed(
-                f"{shown!r} exists but is not UTF-8 text; it will not be changed.", code="not_text"
-            ) from None
-
-    def run(args: dict[str, Any], dry_run: bool) -> dict[str, Any]:
-        try:
-            return attempt(args, dry_run)
+            return self._attempt(args, dry_run)
         except OSError as exc:
             raise ToolFailed(
                 f"could not write {args['path']!r}: {exc.strerror or 'disk error'}.", code="io_error"
             ) from None
 
-    def attempt(args: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+    def _attempt(self, args: dict[str, Any], dry_run: bool) -> dict[str, Any]:
         mode = args.get("mode", "overwrite")
-        rel, resolved = locate(args["path"])
-        old = read_old(resolved, str(rel))
+        rel, resolved = self.locate(args["path"])
+        old = _read_old(resolved, str(rel))
         new = (old or "") + args["content"] if mode == "append" else args["content"]
         data = new.encode("utf-8")
-        if len(data) > max_bytes:
+        if len(data) > self.max_bytes:
             raise ToolFailed(
-                f"the file {str(rel)!r} would be {len(data)} bytes; notes files are limited to {max_bytes} bytes.",
+                f"the file {str(rel)!r} would be {len(data)} bytes; notes files are limited to {self.max_bytes} bytes.",
                 code="too_large",
             )
         if dry_run:
-            # the hash of the current file makes the preview change whenever the file does, so an
-            # approval given for one version cannot overwrite another (the diff alone is capped)
-            current = hashlib.sha256(old.encode("utf-8")).hexdigest()[:16] if old is not None else None
-            return {"path": str(rel), "exists": old is not None, "mode": mode, "bytes_after": len(data),
-                    "current_sha256": current, "diff": _diff(old or "", new, str(rel))}
-        resolved.parent.mkdir(parents=True, exist_ok=True)
-        if not resolved.parent.resolve().is_relative_to(root):  # changed under our feet
-            raise ToolFailed(f"cannot write {str(rel)!r}: it points outside the notes folder.", code="path_not_allowed")
-        write_atomic(resolved, data)
+            return _preview(str(rel), old, new, mode, len(data))
+        self._store(rel, resolved, data)
         return {"path": str(rel), "bytes_written": len(args["content"].encode("utf-8")), "created": old is None,
                 "mode": mode, "file_bytes": len(data)}
 
-    async def files_write(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    def _store(self, rel: PurePosixPath, resolved: Path, data: bytes) -> None:
+        resolved.parent.mkdir(parents=True, exist_ok=True)
+        if not resolved.parent.resolve().is_relative_to(self.root):  # changed under our feet
+            raise ToolFailed(f"cannot write {str(rel)!r}: it points outside the notes folder.", code="path_not_allowed")
+        write_atomic(resolved, data)
+
+    async def files_write(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         # Deliberately on the loop, not in a thread: a note of at most max_bytes takes milliseconds,
         # and a write that cannot be interrupted can never be reported as timed out yet happen.
-        return run(args, ctx.dry_run)
+        return self.write(args, ctx.dry_run)
 
-    return contract, files_write
+
+def files_write_tool(*, notes_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[ToolContract, ToolHandler]:
+    folder = _NotesFolder(Path(notes_dir).resolve(), max_bytes)
+    return _contract(max_bytes), folder.files_write

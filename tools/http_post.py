@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import httpx
@@ -26,10 +27,12 @@ import httpx
 from bruce.contracts import DryRun, Risk, ToolContext, ToolContract, ToolHandler
 from bruce.errors import ConfigError, ToolFailed
 
-__all__ = ["http_post_tool", "MAX_BODY_BYTES", "CONFIG_KEY"]
+__all__ = ["HTTP_POST", "http_post_tool", "MAX_BODY_BYTES", "CONFIG_KEY"]
 
 MAX_BODY_BYTES = 100_000
 CONFIG_KEY = "tools.http_post.allowed_urls"
+DEFAULT_TIMEOUT_S = 15.0
+DEFAULT_RESPONSE_CHARS = 2000
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -74,104 +77,146 @@ def _shown(url: str) -> str:
         return url[:200]
 
 
-def http_post_tool(
-    *, allowed_urls: Sequence[str], timeout_s: float = 15.0, max_response_chars: int = 2000
-) -> tuple[ToolContract, ToolHandler]:
+def _description(max_response_chars: int) -> str:
+    return (
+        "Send a JSON document with an HTTP POST to one of the URLs the owner configured (for example a "
+        "webhook or a home-automation endpoint). Other URLs are refused. Returns the HTTP status and the "
+        f"start of the answer (at most {max_response_chars} characters)."
+    )
+
+
+HTTP_POST = ToolContract(
+    name="http.post",
+    description=_description(DEFAULT_RESPONSE_CHARS),
+    category="network",
+    risk=Risk.CRITICAL,
+    autonomous=False,
+    confirmation=True,
+    step_up=True,
+    dry_run=DryRun.REQUIRED,
+    idempotent=False,
+    input_schema={
+        "type": "object",
+        "properties": {
+            "url": {"type": "string", "minLength": 1, "maxLength": 2048},
+            "json": {"type": "object", "description": "The JSON object to send as the request body."},
+        },
+        "required": ["url", "json"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {
+            "status": {"type": "integer"},
+            "body": {"type": "string"},
+            "truncated": {"type": "boolean"},
+        },
+        "required": ["status", "body", "truncated"],
+    },
+    permissions=("network:post-allowlisted",),
+    side_effects=(
+        "sends one JSON POST to an allow-listed URL; the receiver may act on it (trigger an automation, "
+        "send a message); repeating the call sends it again"
+    ),
+    audit_event="http.posted",
+    failure_modes=("invalid_args", "url_not_allowed", "too_large", "http_error", "timeout", "connection_error"),
+    timeout_s=DEFAULT_TIMEOUT_S + 5.0,
+)
+
+
+def _contract(timeout_s: float, max_response_chars: int) -> ToolContract:
+    """HTTP_POST with this instance's answer limit in its description and its timeout plus a margin."""
+    return replace(HTTP_POST, description=_description(max_response_chars), timeout_s=timeout_s + 5.0)
+
+
+def _entries(allowed_urls: Sequence[str]) -> tuple[_Entry, ...]:
+    """The configured allow-list, or ConfigError naming the first unusable entry."""
     entries = []
     for i, raw in enumerate(allowed_urls):
         parsed = _parse(raw)
         if parsed is None:
             raise ConfigError(f"{CONFIG_KEY}[{i}]: not an http(s) URL with a host and no user:password part")
         entries.append(_entry(parsed))
+    return tuple(entries)
 
-    contract = ToolContract(
-        name="http.post",
-        description=(
-            "Send a JSON document with an HTTP POST to one of the URLs the owner configured (for example a "
-            "webhook or a home-automation endpoint). Other URLs are refused. Returns the HTTP status and the "
-            f"start of the answer (at most {max_response_chars} characters)."
-        ),
-        category="network",
-        risk=Risk.CRITICAL,
-        autonomous=False,
-        confirmation=True,
-        step_up=True,
-        dry_run=DryRun.REQUIRED,
-        idempotent=False,
-        input_schema={
-            "type": "object",
-            "properties": {
-                "url": {"type": "string", "minLength": 1, "maxLength": 2048},
-                "json": {"type": "object", "description": "The JSON object to send as the request body."},
-            },
-            "required": ["url", "json"],
-            "additionalProperties": False,
-        },
-        output_schema={
-            "type": "object",
-            "properties": {
-                "status": {"type": "integer"},
-                "body": {"type": "string"},
-                "truncated": {"type": "boolean"},
-            },
-            "required": ["status", "body", "truncated"],
-        },
-        permissions=("network:post-allowlisted",),
-        side_effects=(
-            "sends one JSON POST to an allow-listed URL; the receiver may act on it (trigger an automation, "
-            "send a message); repeating the call sends it again"
-        ),
-        audit_event="http.posted",
-        failure_modes=("invalid_args", "url_not_allowed", "too_large", "http_error", "timeout", "connection_error"),
-        timeout_s=timeout_s + 5.0,
-    )
 
-    def check_url(url: str) -> None:
-        if not entries:
+def _body(document: Any) -> bytes:
+    """The compact JSON request body, or ToolFailed(too_large)."""
+    body = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    if len(body) > MAX_BODY_BYTES:
+        raise ToolFailed(
+            f"the JSON body is {len(body)} bytes; http.post sends at most {MAX_BODY_BYTES} bytes.", code="too_large"
+        )
+    return body
+
+
+def _http_error(url: str, status: int, text: str, truncated: bool) -> ToolFailed:
+    snippet = text[:300] + ("..." if truncated or len(text) > 300 else "")
+    return ToolFailed(f"{_shown(url)} answered HTTP {status}: {snippet or '(empty body)'}", code="http_error")
+
+
+@dataclass(frozen=True, slots=True)
+class _Poster:
+    """The allow-list and limits of one http.post tool."""
+
+    entries: tuple[_Entry, ...]
+    timeout_s: float
+    max_response_chars: int
+
+    def check_url(self, url: str) -> None:
+        if not self.entries:
             raise ToolFailed(
                 f"cannot post to {_shown(url)}: no URLs are configured for http.post "
                 f"(the owner can add some under {CONFIG_KEY}).",
                 code="url_not_allowed",
             )
         parsed = _parse(url)
-        if parsed is None or not any(_allows(entry, _entry(parsed)) for entry in entries):
+        if parsed is None or not any(_allows(entry, _entry(parsed)) for entry in self.entries):
             raise ToolFailed(
                 f"cannot post to {_shown(url)}: only the URLs configured in {CONFIG_KEY} may be used, "
                 "and this is not one of them.",
                 code="url_not_allowed",
             )
 
-    async def http_post(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-        url: str = args["url"]
-        check_url(url)
-        body = json.dumps(args["json"], ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        if len(body) > MAX_BODY_BYTES:
-            raise ToolFailed(
-                f"the JSON body is {len(body)} bytes; http.post sends at most {MAX_BODY_BYTES} bytes.", code="too_large"
-            )
-        if ctx.dry_run:
-            pretty = json.dumps(args["json"], ensure_ascii=False, indent=2)
-            return {"method": "POST", "url": url, "body": pretty, "bytes": len(body)}
+    async def send(self, url: str, body: bytes) -> tuple[int, str, bool]:
+        """POST ``body`` to ``url``: the status and the start of the answer (and whether it was cut)."""
         try:
-            async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False) as client:
+            async with httpx.AsyncClient(timeout=self.timeout_s, follow_redirects=False) as client:
                 async with client.stream(
                     "POST", url, content=body, headers={"Content-Type": "application/json"}
                 ) as response:
-                    text, truncated = await _read_text(response, max_response_chars)
+                    text, truncated = await _read_text(response, self.max_response_chars)
         except httpx.TimeoutException:
-            raise ToolFailed(f"{_shown(url)} did not answer within {timeout_s:g} seconds.", code="timeout") from None
+            raise ToolFailed(
+                f"{_shown(url)} did not answer within {self.timeout_s:g} seconds.", code="timeout"
+            ) from None
         except httpx.TransportError:
             raise ToolFailed(
                 f"could not reach {_shown(url)}: the connection failed or was cut off.", code="connection_error"
             ) from None
-        if response.status_code >= 400:
-            snippet = text[:300] + ("..." if truncated or len(text) > 300 else "")
-            raise ToolFailed(
-                f"{_shown(url)} answered HTTP {response.status_code}: {snippet or '(empty body)'}", code="http_error"
-            )
-        return {"status": response.status_code, "body": text, "truncated": truncated}
+        return response.status_code, text, truncated
 
-    return contract, http_post
+    async def http_post(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        url: str = args["url"]
+        self.check_url(url)
+        body = _body(args["json"])
+        if ctx.dry_run:
+            pretty = json.dumps(args["json"], ensure_ascii=False, indent=2)
+            return {"method": "POST", "url": url, "body": pretty, "bytes": len(body)}
+        status, text, truncated = await self.send(url, body)
+        if status >= 400:
+            raise _http_error(url, status, text, truncated)
+        return {"status": status, "body": text, "truncated": truncated}
+
+
+def http_post_tool(
+    *,
+    allowed_urls: Sequence[str],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_response_chars: int = DEFAULT_RESPONSE_CHARS,
+) -> tuple[ToolContract, ToolHandler]:
+    poster = _Poster(_entries(allowed_urls), timeout_s, max_response_chars)
+    return _contract(timeout_s, max_response_chars), poster.http_post
 
 
 async def _read_text(response: httpx.Response, limit: int) -> tuple[str, bool]:
