@@ -201,12 +201,18 @@ class Results:
 
 async def _idle(app: Any) -> None:
     """Wait for background summary folds so they do not spill into the next scenario."""
-    background = getattr(app.worker, "_background", {})
-    await asyncio.gather(*list(background.values()), return_exceptions=True)
+    await app.worker.wait_idle()
+
+
+async def _read(app: Any, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    """Read the database file directly, as an operator would (every write has committed)."""
+    from tests.helpers import db_rows
+
+    return db_rows(app.config.storage.path, sql, *params)
 
 
 async def _turn_rows(app: Any, conversation_id: str, prefix: str) -> dict[str, dict[str, Any]]:
-    rows = await app.store.fetch_all(
+    rows = await _read(app,
         "SELECT m.platform_message_id AS pid, t.status AS status, COUNT(c.id) AS calls,"
         " COALESCE(SUM(c.latency_ms), 0) AS llm_ms"
         " FROM messages m JOIN turns t ON t.inbound_message_id = m.id"
@@ -245,7 +251,7 @@ async def sequential(app: Any, channel: Any, *, name: str, turns: int, text: Any
             raise RuntimeError(f"turn {pid}: status={row['status']} llm calls={row['calls']} "
                                f"(expected ok with {expect_calls})")
         samples.append(TurnSample(wall, float(row["llm_ms"]), int(row["calls"]), latency_ms * row["calls"]))
-    summaries = await app.store.fetch_all(
+    summaries = await _read(app,
         "SELECT COUNT(*) AS n FROM turns WHERE conversation_id = ? AND source = 'summary'", (conversation_id,))
     return {
         "turns": turns,
@@ -292,7 +298,7 @@ async def run(args: argparse.Namespace) -> Results:
     from bruce.clock import SystemClock
     from bruce.config import parse_config
     from bruce.log import configure_logging
-    from tests.fakes.channel import RecordingChannel
+    from tests.fakes.channel import ProgressRecordingChannel, RecordingChannel
 
     results = Results()
     devnull = open(os.devnull, "w")  # noqa: SIM115 - closed below
@@ -314,7 +320,8 @@ async def run(args: argparse.Namespace) -> Results:
             "assistant": {"shutdown_timeout_s": 10},
         }, environ={})
         channel = RecordingChannel("bench")
-        app = await build_app(config, clock=SystemClock(), environ={}, extra_channels=[channel])
+        streaming = ProgressRecordingChannel("benchstream")  # shows progress: answers are streamed
+        app = await build_app(config, clock=SystemClock(), environ={}, extra_channels=[channel, streaming])
         await app.start()
         t_warm = time.perf_counter()
         await app.llm.warm_up()  # as `bruce run` does: import litellm off the loop, then gc.freeze()
@@ -362,6 +369,13 @@ async def run(args: argparse.Namespace) -> Results:
         results.scenarios["one_tool"] = await sequential(
             app, channel, name="tool", turns=args.turns, latency_ms=args.latency_ms, expect_calls=2,
             text=lambda i: f"please calculate {1000 + i}*{37 + i % 11}")
+        results.scenarios["plain_stream"] = await sequential(
+            app, streaming, name="splain", turns=args.turns, latency_ms=args.latency_ms, expect_calls=1,
+            text=lambda i: f"question number {i}: what is on my calendar today?")
+        results.scenarios["tool_stream"] = await sequential(
+            app, streaming, name="stool", turns=args.turns, latency_ms=args.latency_ms, expect_calls=2,
+            text=lambda i: f"please calculate {1000 + i}*{37 + i % 11}")
+        results.meta["progress_events_shown"] = len(streaming.events)
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(args.profile)
@@ -398,7 +412,7 @@ def table(res: Results) -> str:
         f"Bruce turn overhead  ({m['date']}, Python {m['python']}, nproc={m['nproc']}, "
         f"fake LLM latency {m['latency_ms']:g} ms, server={m['server']}, log={m['log_level']})",
         "",
-        f"{'scenario':<10} {'metric (ms)':<34} {'p50':>8} {'p99':>8} {'mean':>8} {'max':>8}",
+        f"{'scenario':<12} {'metric (ms)':<34} {'p50':>8} {'p99':>8} {'mean':>8} {'max':>8}",
         "-" * 80,
     ]
     labels = [
@@ -411,7 +425,7 @@ def table(res: Results) -> str:
     for name, sc in res.scenarios.items():
         for key, label in labels:
             d = sc[key]
-            lines.append(f"{name:<10} {label:<34} {d['p50']:>8.2f} {d['p99']:>8.2f} {d['mean']:>8.2f} {d['max']:>8.2f}")
+            lines.append(f"{name:<12} {label:<34} {d['p50']:>8.2f} {d['p99']:>8.2f} {d['mean']:>8.2f} {d['max']:>8.2f}")
         lines.append(f"{'':<10} ({sc['turns']} turns, {sc['llm_calls_per_turn']} LLM call(s)/turn = "
                      f"{sc['server_ms']:g} ms server time; {sc['background_summary_calls']} background summary calls;")
         lines.append(f"{'':<10}  process CPU {sc['process_cpu_ms_per_turn']:.1f} ms/turn incl. summaries)")

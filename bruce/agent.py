@@ -1,8 +1,9 @@
 """run_agent_loop: the bounded tool-calling loop. It takes its collaborators as arguments and
 owns no state between turns.
 
-Ceilings: at most ``max_turns`` model calls may use tools; after that one last call is made
-with tools disabled, and its text is the answer. A model that repeats an identical call
+Ceilings: at most ``max_model_calls`` model calls may use tools (config
+``assistant.max_turns``); after that one last call is made with tools disabled, and its text is
+the answer. A model that repeats an identical call
 (same tool, same arguments) is stopped early: the repeat is not executed, the model is told
 why, and the last call is made at once.
 """
@@ -17,6 +18,9 @@ from typing import Any, Protocol
 import structlog
 
 from bruce.contracts import ToolCall, ToolResult
+from bruce.llm import LLMReply
+from bruce.progress import ToolFinished, ToolStarted
+from bruce.texts import NOT_FINISHED
 from bruce.turn import TurnScope
 
 __all__ = ["run_agent_loop", "TurnResult", "LLM", "Tools"]
@@ -41,11 +45,13 @@ class LLM(Protocol):
     async def complete(
         self, messages: list[dict[str, Any]], *, scope: TurnScope, tools: list[dict[str, Any]] | None = None,
         model: str | None = None,
-    ) -> Any: ...
+    ) -> LLMReply: ...
 
 
 class Tools(Protocol):
-    def definitions(self) -> list[dict[str, Any]]: ...
+    def definitions(self, scope: TurnScope | None = None) -> list[dict[str, Any]]: ...
+
+    def contract_name(self, wire_name: str) -> str: ...
 
     async def execute(self, call: ToolCall, scope: TurnScope) -> ToolResult: ...
 
@@ -53,7 +59,7 @@ class Tools(Protocol):
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     text: str
-    llm_turns: int
+    llm_calls: int
     tool_results: tuple[ToolResult, ...]
     hit_ceiling: bool
     stopped_repeat: bool
@@ -72,24 +78,32 @@ def _tool_message(call: ToolCall, content: Any) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call.id, "content": text}
 
 
+async def _execute(registry: Tools, call: ToolCall, scope: TurnScope) -> ToolResult:
+    name = registry.contract_name(call.name)
+    await scope.progress.emit(ToolStarted(name))
+    result = await registry.execute(call, scope)
+    await scope.progress.emit(ToolFinished(name, result.status))
+    return result
+
+
 async def run_agent_loop(
     llm: LLM,
     registry: Tools,
     system_prompt: str,
     history: list[dict[str, Any]],
-    max_turns: int = 5,
+    max_model_calls: int = 5,
     *,
     scope: TurnScope,
 ) -> TurnResult:
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}, *history]
-    definitions = registry.definitions() or None
+    definitions = registry.definitions(scope) or None
     seen: set[tuple[str, str]] = set()
     results: list[ToolResult] = []
     repeated = False
-    for turn in range(1, max_turns + 1):
+    for calls in range(1, max_model_calls + 1):
         reply = await llm.complete(messages, scope=scope, tools=definitions)
         if not reply.tool_calls:
-            return TurnResult((reply.text or "").strip(), turn, tuple(results), False, False)
+            return TurnResult((reply.text or "").strip(), calls, tuple(results), False, False)
         messages.append(reply.as_message())
         fresh: list[ToolCall] = []
         for call in reply.tool_calls:
@@ -97,7 +111,7 @@ async def run_agent_loop(
                 seen.add(_signature(call))
                 fresh.append(call)
         fresh_ids = {c.id for c in fresh}
-        executed = await asyncio.gather(*(registry.execute(c, scope) for c in fresh))
+        executed = await asyncio.gather(*(_execute(registry, c, scope) for c in fresh))
         by_id = {r.call_id: r for r in executed}
         for call in reply.tool_calls:
             result = by_id.get(call.id) if call.id in fresh_ids else None
@@ -111,11 +125,11 @@ async def run_agent_loop(
         if repeated:
             break
     else:
-        turn = max_turns
+        calls = max_model_calls
     hit_ceiling = not repeated
     if hit_ceiling:
-        log.info("agent.ceiling_hit", max_turns=max_turns)
+        log.info("agent.ceiling_hit", max_model_calls=max_model_calls)
     messages.append({"role": "system", "content": AFTER_REPEAT_NOTE if repeated else CEILING_NOTE})
     final = await llm.complete(messages, scope=scope, tools=None)
-    text = (final.text or "").strip() or "I could not finish this within the steps I'm allowed."
-    return TurnResult(text, turn + 1, tuple(results), hit_ceiling, repeated)
+    text = (final.text or "").strip() or NOT_FINISHED
+    return TurnResult(text, calls + 1, tuple(results), hit_ceiling, repeated)

@@ -1,37 +1,71 @@
 """The one place that wires Bruce together: config in, a running App out.
 
-Channels and tools are chosen here by name; nothing else in ``bruce`` imports them.
+Channels and tools are chosen here by name; nothing else in ``bruce`` imports them. Chat
+platforms are built from their config sections through ``CHANNEL_FACTORIES``; an enabled
+section with no factory is reported, not silently ignored.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 
 from bruce.approvals import ApprovalDesk
 from bruce.channel import Channel
 from bruce.clock import Clock, SystemClock
-from bruce.config import Config
+from bruce.config import ChannelSection, Config
 from bruce.confirmations import Confirmations
+from bruce.contracts import ToolContract, ToolHandler
+from bruce.conversations import Conversations, TurnSettings
 from bruce.errors import BruceError, ConfigError, ContractError
 from bruce.llm import LLMService
 from bruce.log import Redactor
+from bruce.outbox import Outbox, OutboxSettings
+from bruce.recovery import Recovery
 from bruce.registry import ToolRegistry
 from bruce.store import Store
 from bruce.worker import Worker, WorkerSettings
-from tools.builtin import builtin_tools
 
-__all__ = ["App", "build_app"]
+if TYPE_CHECKING:
+    from channels.console import ConsoleChannel
+
+__all__ = ["App", "build_app", "CHANNEL_FACTORIES", "console_channel", "tool_set"]
 
 log = structlog.get_logger(__name__)
 
-_ADAPTERS_NOT_YET_BUILT = ("telegram", "discord")  # their configuration keys exist already
+
+@dataclass(frozen=True, slots=True)
+class ChannelContext:
+    """What a channel factory may use besides its own config section."""
+
+    clock: Clock
+    config: Config
+
+
+ChannelFactory = Callable[[Any, ChannelContext], Channel]
+
+# channel name -> factory taking that channel's config section (``channels.<name>``)
+CHANNEL_FACTORIES: dict[str, ChannelFactory] = {}
+
+
+def console_channel(config: Config, clock: Clock) -> ConsoleChannel:
+    """The terminal channel of ``bruce chat``."""
+    from channels.console import ConsoleChannel
+
+    return ConsoleChannel(clock=clock, assistant_name=config.assistant.name)
+
+
+def tool_set(config: Config, store: Store | None) -> list[tuple[ToolContract, ToolHandler]]:
+    """The built-in tools. With ``store`` None only the contracts are usable (``bruce tools``)."""
+    from tools.builtin import builtin_tools
+
+    return builtin_tools(config, store=store)
 
 
 @dataclass
@@ -42,6 +76,7 @@ class App:
     llm: LLMService
     registry: ToolRegistry
     worker: Worker
+    outbox: Outbox
     channels: dict[str, Channel] = field(default_factory=dict)
     _stopped: bool = field(default=False, init=False)
     _locks: list[TextIO] = field(default_factory=list, init=False)
@@ -67,24 +102,22 @@ class App:
         hint = self.llm.missing_configuration()
         if hint:
             notes.append(hint)
-        for name in _ADAPTERS_NOT_YET_BUILT:
-            if getattr(self.config.channels, name).enabled:
-                notes.append(
-                    f"channels.{name}.enabled is true, but this version of Bruce has no {name} adapter yet; "
-                    "that channel stays off."
-                )
+        for name, section in self.config.channels.sections().items():
+            if section.enabled and name not in CHANNEL_FACTORIES:
+                notes.append(f"channels.{name}.enabled is true, but this version of Bruce has no {name} adapter; "
+                             "that channel stays off.")
         if not any(n != "console" for n in self.channels):
             notes.append("No chat channel is running; `bruce chat` talks to Bruce in this terminal.")
         return notes
 
     async def start(self) -> None:
         # what the previous run left is everything stored before our channels start receiving;
-        # recovery must not touch a message or reply of this run, which its own turn handles
+        # recovery must not touch a message of this run, which its own turn handles
         self._claim_channels()
         await self.worker.close_interrupted_actions()  # its notices are sent by recover() below
-        left_over = await self.store.max_message_id()
+        left_over = await self.store.messages.max_id()
         for channel in self.channels.values():
-            await channel.start(self.worker.deliver)
+            await channel.start(self.worker)
         log.info("app.started", channels=sorted(self.channels), model=self.config.llm.model)
         for note in self.warnings():
             log.warning("app.setup_incomplete", hint=note)
@@ -110,6 +143,35 @@ class App:
         log.info("app.stopped")
 
 
+def _configured_channels(config: Config, clock: Clock) -> dict[str, Channel]:
+    context = ChannelContext(clock=clock, config=config)
+    built = {}
+    for name, section in config.channels.sections().items():
+        factory = CHANNEL_FACTORIES.get(name)
+        if section.enabled and factory is not None:
+            built[name] = factory(section, context)
+    return built
+
+
+def _allow_lists(sections: Mapping[str, ChannelSection]) -> dict[str, frozenset[str]]:
+    return {name: frozenset(section.allowed_users) for name, section in sections.items()}
+
+
+async def _registry(config: Config, store: Store, clock: Clock, redactor: Redactor,
+                    confirmations: Confirmations) -> ToolRegistry:
+    registry = ToolRegistry(
+        store=store, clock=clock, zone=config.assistant.zone, confirmations=confirmations,
+        default_timeout_s=config.tools.timeout_s, audit_output_max_chars=config.tools.audit_output_max_chars,
+        overrides=config.tools.overrides, redactor=redactor,
+    )
+    try:
+        registry.register_all(tool_set(config, store))
+    except ContractError as exc:
+        await store.close()
+        raise ConfigError(str(exc)) from None
+    return registry
+
+
 async def build_app(
     config: Config,
     *,
@@ -124,48 +186,29 @@ async def build_app(
     store = await Store.open(config.storage.path, clock)
     llm = LLMService(config.llm, store=store, clock=clock, environ=environ)
     confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
-    registry = ToolRegistry(
-        store=store,
-        clock=clock,
-        zone=config.assistant.zone,
-        confirmations=confirmations,
-        default_timeout_s=config.tools.timeout_s,
-        audit_output_max_chars=config.tools.audit_output_max_chars,
-        overrides=config.tools.overrides,
-        redactor=redactor,
+    registry = await _registry(config, store, clock, redactor, confirmations)
+    channels = _configured_channels(config, clock)
+    channels.update({c.name: c for c in extra_channels or []})
+    a, c = config.assistant, config.channels
+    outbox = Outbox(store=store, channels=channels, clock=clock, settings=OutboxSettings(
+        send_retries=c.send_retries, backoff_s=c.send_backoff_s, resend_interval_s=c.resend_interval_s))
+    desk = ApprovalDesk(store=store, llm=llm, registry=registry, confirmations=confirmations, outbox=outbox,
+                        admin_base_url=config.admin.base_url)
+    conversations = Conversations(
+        store=store, llm=llm, registry=registry, clock=clock, channels=channels, confirmations=confirmations,
+        desk=desk, outbox=outbox,
+        settings=TurnSettings(name=a.name, system_prompt=a.system_prompt, zone=a.zone, max_model_calls=a.max_turns,
+                              history_limit=a.history_limit, summary_batch=a.summary_batch,
+                              admin_base_url=config.admin.base_url),
     )
-    try:
-        registry.register_all(builtin_tools(config, store=store))
-    except ContractError as exc:
-        await store.close()
-        raise ConfigError(str(exc)) from None
-    channels: dict[str, Channel] = {c.name: c for c in extra_channels or []}
-    a = config.assistant
+    recovery = Recovery(store=store, confirmations=confirmations, outbox=outbox, clock=clock, zone=a.zone,
+                        served=channels.keys(), max_age_s=a.recovery_max_age_s)
     worker = Worker(
-        store=store,
-        llm=llm,
-        registry=registry,
-        clock=clock,
-        settings=WorkerSettings(
-            name=a.name,
-            system_prompt=a.system_prompt,
-            zone=a.zone,
-            max_turns=a.max_turns,
-            history_limit=a.history_limit,
-            summary_batch=a.summary_batch,
-            recovery_max_age_s=a.recovery_max_age_s,
-            admin_base_url=config.admin.base_url,
-            approval_poll_s=config.tools.approval_poll_s,
-            max_message_chars=a.max_message_chars,
-            summary_model=config.llm.summary_model,
-        ),
-        channels=channels,
-        confirmations=confirmations,
-        desk=ApprovalDesk(store=store, llm=llm, registry=registry, confirmations=confirmations,
-                          admin_base_url=config.admin.base_url),
-        allow_lists={
-            "telegram": frozenset(config.channels.telegram.allowed_users),
-            "discord": frozenset(config.channels.discord.allowed_users),
-        },
+        store=store, llm=llm, conversations=conversations, outbox=outbox, recovery=recovery,
+        confirmations=confirmations, served=channels, allow_lists=_allow_lists(c.sections()),
+        settings=WorkerSettings(max_message_chars=a.max_message_chars, approval_poll_s=config.tools.approval_poll_s,
+                                history_limit=a.history_limit, summary_batch=a.summary_batch,
+                                summary_model=config.llm.summary_model),
     )
-    return App(config=config, clock=clock, store=store, llm=llm, registry=registry, worker=worker, channels=channels)
+    return App(config=config, clock=clock, store=store, llm=llm, registry=registry, worker=worker, outbox=outbox,
+               channels=channels)

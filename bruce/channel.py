@@ -1,25 +1,41 @@
 """The channel port: what every chat platform adapter (console, Telegram, Discord, web chat)
-implements, and the values that cross it. No platform SDK type ever passes this seam.
+implements, the core's doors it may call, and the values that cross this seam. No platform SDK
+type ever passes it.
 
-Inbound: the adapter turns a platform event into an ``IncomingMessage`` and hands it to the
-``deliver`` callback it was started with; the callback returns once the message is stored
-and returns a handle the adapter may await to know the turn finished (the console does;
-network adapters don't need to).
-Outbound: ``send_text`` (already split to ``max_message_length``), ``thinking`` (a context
-manager held for the whole turn), ``send_confirmation`` (approve/deny controls),
-``send_file``.
+Inbound: ``start(inbound)`` hands the adapter the core's doors. ``inbound.deliver(message)``
+returns once the message is stored (a network adapter acknowledges the platform's update only
+then) and returns a handle the adapter may await to know the turn finished.
+``inbound.decide(...)`` turns a button press into a decision, under the same rules as
+``/approve ID``.
+Outbound: ``send_text`` (one piece, already split to ``max_message_length``; platform errors
+are raised as ``ChannelSendError``), ``thinking`` (held for the whole turn),
+``send_confirmation`` (approve/deny controls), ``send_file``. A channel that can show live
+progress also has ``progress(chat_id)`` (see ``bruce.progress``); it replaces ``thinking``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-__all__ = ["IncomingMessage", "ConfirmationRequest", "Channel", "Deliver", "split_text"]
+from bruce.errors import ChannelSendError
+from bruce.progress import ProgressSink
+from bruce.values import ConversationId, DecisionOutcome
+
+__all__ = [
+    "IncomingMessage",
+    "ConfirmationRequest",
+    "DecisionReport",
+    "Inbound",
+    "Channel",
+    "ProgressChannel",
+    "ChannelSendError",
+    "split_text",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +48,12 @@ class IncomingMessage:
     timestamp: datetime
 
     @property
+    def conversation(self) -> ConversationId:
+        return ConversationId(self.channel, self.chat_id)
+
+    @property
     def conversation_id(self) -> str:
-        return f"{self.channel}:{self.chat_id}"
+        return str(self.conversation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +70,25 @@ class ConfirmationRequest:
     step_up: bool  # True: cannot be approved from chat; approve locally
 
 
-Deliver = Callable[[IncomingMessage], Awaitable[Awaitable[None] | None]]
+@dataclass(frozen=True, slots=True)
+class DecisionReport:
+    """What a decision did, for the channel to show (edit the request, answer the button)."""
+
+    outcome: DecisionOutcome
+    text: str
+
+    @property
+    def accepted(self) -> bool:
+        """The decision took effect (approved, queued or denied)."""
+        return self.outcome in (DecisionOutcome.APPROVED, DecisionOutcome.QUEUED, DecisionOutcome.DENIED)
+
+
+class Inbound(Protocol):
+    """The core's doors for a channel."""
+
+    async def deliver(self, message: IncomingMessage) -> Awaitable[None] | None: ...
+
+    async def decide(self, conversation_id: str, user_id: str, confirmation_id: str, approve: bool) -> DecisionReport: ...
 
 
 @runtime_checkable
@@ -58,13 +96,15 @@ class Channel(Protocol):
     name: str
     max_message_length: int
 
-    async def start(self, deliver: Deliver) -> None:
+    async def start(self, inbound: Inbound) -> None:
         """Begin receiving; return once receiving has started (it runs in the background)."""
         ...
 
     async def stop(self) -> None: ...
 
-    async def send_text(self, chat_id: str, text: str) -> None: ...
+    async def send_text(self, chat_id: str, text: str) -> None:
+        """Send one piece; raise ``ChannelSendError`` when the platform refuses or is unreachable."""
+        ...
 
     def thinking(self, chat_id: str) -> AbstractAsyncContextManager[None]:
         """Show a typing / thinking indicator while the block runs."""
@@ -73,6 +113,13 @@ class Channel(Protocol):
     async def send_confirmation(self, chat_id: str, request: ConfirmationRequest) -> None: ...
 
     async def send_file(self, chat_id: str, path: Path, caption: str | None = None) -> None: ...
+
+
+@runtime_checkable
+class ProgressChannel(Protocol):
+    """Optional: a channel that shows a turn's progress as well as its platform allows."""
+
+    def progress(self, chat_id: str) -> AbstractAsyncContextManager[ProgressSink]: ...
 
 
 def split_text(text: str, limit: int) -> list[str]:
@@ -89,7 +136,7 @@ def split_text(text: str, limit: int) -> list[str]:
             cut = window.rfind("\n")
         if cut < limit // 2:
             cut = window.rfind(" ")
-        if cut < limit // 2:
+        if cut < max(limit // 2, 1):
             cut = limit
         pieces.append(text[:cut].rstrip())
         text = text[cut:].lstrip()

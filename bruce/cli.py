@@ -70,12 +70,11 @@ async def _serve(config: Config, redactor: Redactor) -> None:
 
 
 async def _chat(config: Config, redactor: Redactor) -> None:
-    from bruce.app import build_app
+    from bruce.app import build_app, console_channel
     from bruce.clock import SystemClock
-    from channels.console import ConsoleChannel
 
     clock = SystemClock()
-    console = ConsoleChannel(clock=clock, assistant_name=config.assistant.name)
+    console = console_channel(config, clock)
     app = await build_app(config, clock=clock, redactor=redactor, extra_channels=[console])
     try:
         await app.start()
@@ -89,11 +88,11 @@ async def _chat(config: Config, redactor: Redactor) -> None:
 
 def _tools_table(config: Config) -> list[dict[str, object]]:
     """Each contract with its effective policy (config overrides applied)."""
+    from bruce.app import tool_set
     from bruce.policy import effective_policy
-    from tools.builtin import builtin_tools
 
     rows = []
-    for c, _ in sorted(builtin_tools(config, store=None), key=lambda t: t[0].name):
+    for c, _ in sorted(tool_set(config, None), key=lambda t: t[0].name):
         policy = effective_policy(c, config.tools.overrides.get(c.name))
         rows.append({
             "name": c.name,
@@ -108,10 +107,10 @@ def _tools_table(config: Config) -> list[dict[str, object]]:
 
 
 def _print_tools(config: Config, name: str | None) -> int:
-    from tools.builtin import builtin_tools
+    from bruce.app import tool_set
 
     if name:
-        for contract, _ in builtin_tools(config, store=None):
+        for contract, _ in tool_set(config, None):
             if name in (contract.name, contract.wire_name):
                 print(json.dumps(asdict(contract), indent=2, default=str))
                 return 0
@@ -128,8 +127,9 @@ def _print_tools(config: Config, name: str | None) -> int:
 
 async def _decide_locally(config: Config, confirmation_id: str, approve: bool) -> int:
     from bruce.clock import SystemClock
-    from bruce.confirmations import Confirmations, Outcome
+    from bruce.confirmations import Confirmations
     from bruce.store import Store
+    from bruce.values import ConversationId, DecisionOutcome
 
     clock = SystemClock()
     store = await Store.open(config.storage.path, clock)
@@ -140,16 +140,16 @@ async def _decide_locally(config: Config, confirmation_id: str, approve: bool) -
         await store.close()
     action = decision.action
     messages = {
-        Outcome.QUEUED: f"approved: {action.tool_name if action else ''} runs within "
+        DecisionOutcome.QUEUED: f"approved: {action.tool_name if action else ''} runs within "
                         f"{config.tools.approval_poll_s:g}s once the Bruce process serving "
-                        f"{action.conversation_id.split(':', 1)[0] if action else 'that'} conversations is running "
+                        f"{ConversationId.parse(action.conversation_id).channel if action else 'that'} conversations is running "
                         "(or expires if none picks it up in time); the user is told the outcome",
-        Outcome.DENIED: f"denied: {action.tool_name if action else ''} will not run",
-        Outcome.NOT_FOUND: f"no request {confirmation_id}",
-        Outcome.EXPIRED: f"request {confirmation_id} has expired; nothing will run",
-        Outcome.ALREADY_DECIDED: f"request {confirmation_id} was already handled ({action.status if action else ''})",
+        DecisionOutcome.DENIED: f"denied: {action.tool_name if action else ''} will not run",
+        DecisionOutcome.NOT_FOUND: f"no request {confirmation_id}",
+        DecisionOutcome.EXPIRED: f"request {confirmation_id} has expired; nothing will run",
+        DecisionOutcome.ALREADY_DECIDED: f"request {confirmation_id} was already handled ({action.status if action else ''})",
     }
-    ok = decision.outcome in (Outcome.QUEUED, Outcome.DENIED)
+    ok = decision.outcome in (DecisionOutcome.QUEUED, DecisionOutcome.DENIED)
     print(messages.get(decision.outcome, decision.outcome.value), file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime
 from typing import Protocol
@@ -18,6 +19,10 @@ class Clock(Protocol):
         """Seconds on a monotonic clock, for measuring durations."""
         ...
 
+    async def sleep(self, seconds: float) -> None:
+        """Wait (a backoff between retries); a fake clock records it and moves on."""
+        ...
+
 
 class SystemClock:
     def now(self) -> datetime:
@@ -25,6 +30,9 @@ class SystemClock:
 
     def monotonic(self) -> float:
         return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
 
 def utc_iso(moment: datetime) -> str:

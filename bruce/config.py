@@ -24,6 +24,7 @@ __all__ = [
     "LLMConfig",
     "ModelEndpoint",
     "StorageConfig",
+    "ChannelSection",
     "TelegramConfig",
     "DiscordConfig",
     "AdminConfig",
@@ -92,6 +93,7 @@ class LLMConfig(_Model):
     num_retries: int = Field(2, ge=0, le=10)
     retry_backoff_s: float = Field(1.0, ge=0)
     summary_model: str | None = None
+    stream: bool = True  # stream answers to channels that show progress
 
     _blank = field_validator("api_base", "api_key", "summary_model", mode="before")(_blank_to_none)
 
@@ -111,35 +113,46 @@ class StorageConfig(_Model):
     path: Path = Path("data/bruce.db")
 
 
-class TelegramConfig(_Model):
+def _ids_as_text(value: Any) -> Any:
+    return [str(x) for x in value] if isinstance(value, list) else value
+
+
+class ChannelSection(_Model):
+    """What every chat platform's section has: on/off and who may talk to the assistant."""
+
     enabled: bool = False
+    allowed_users: list[str] = Field(default_factory=list)
+
+    _ids = field_validator("allowed_users", mode="before")(_ids_as_text)
+
+
+class TelegramConfig(ChannelSection):
     token: SecretStr | None = None
     api_base: str | None = None
-    allowed_users: list[str] = Field(default_factory=list)
     mode: Literal["polling", "webhook"] = "polling"
 
     _blank = field_validator("token", "api_base", mode="before")(_blank_to_none)
-    _ids = field_validator("allowed_users", mode="before")(
-        lambda v: [str(x) for x in v] if isinstance(v, list) else v
-    )
 
 
-class DiscordConfig(_Model):
-    enabled: bool = False
+class DiscordConfig(ChannelSection):
     token: SecretStr | None = None
     api_base: str | None = None
     gateway_url: str | None = None
-    allowed_users: list[str] = Field(default_factory=list)
 
     _blank = field_validator("token", "api_base", "gateway_url", mode="before")(_blank_to_none)
-    _ids = field_validator("allowed_users", mode="before")(
-        lambda v: [str(x) for x in v] if isinstance(v, list) else v
-    )
 
 
 class ChannelsConfig(_Model):
     telegram: TelegramConfig = TelegramConfig()
     discord: DiscordConfig = DiscordConfig()
+    send_retries: int = Field(5, ge=0, le=20)  # retryable send failures tried again, with backoff
+    send_backoff_s: float = Field(1.0, ge=0)
+    resend_interval_s: float = Field(60.0, gt=0)  # unsent replies are tried again this often
+
+    def sections(self) -> dict[str, ChannelSection]:
+        """Each platform's section by channel name."""
+        found = {name: getattr(self, name) for name in type(self).model_fields}
+        return {name: value for name, value in found.items() if isinstance(value, ChannelSection)}
 
 
 class AdminConfig(_Model):

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 from bruce.clock import Clock
 from bruce.errors import ContractError
+from bruce.values import ToolStatus
 
 __all__ = [
     "Risk",
@@ -125,18 +126,18 @@ class ToolCall:
 class ToolResult:
     call_id: str
     name: str
-    status: str  # a tool_executions status
+    status: ToolStatus
     output: Any = None
     error: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == ToolStatus.OK
 
     def for_model(self) -> dict[str, Any]:
         if self.ok:
             return {"ok": True, "result": self.output}
-        if self.status == "awaiting_confirmation":
+        if self.status == ToolStatus.AWAITING_CONFIRMATION:
             return {"ok": False, "status": self.status, "message": self.error, **(self.output or {})}
         return {"ok": False, "status": self.status, "error": self.error}
 

@@ -6,13 +6,13 @@ BruceError
 ├── StoreError             the database failed or was asked for something impossible
 ├── LLMError               the language model could not answer
 │   ├── LLMNotConfigured   no key / api_base: we never tried the network
-│   ├── LLMTimeout         one call took longer than llm.timeout_s
+│   ├── LLMCallFailed      one attempt failed (inside llm.py: retried, then a fallback)
 │   └── LLMUnavailable     every model (primary and fallbacks) failed
+├── ChannelError           a chat platform failed
+│   └── ChannelSendError   a send failed; ``retryable`` and ``retry_after`` tell the outbox what to do
 └── ToolError              raised by tool handlers; turned into a result for the model
     ├── ToolInputInvalid   the arguments do not fit the tool's input schema
-    ├── ToolFailed         the tool ran and failed in a way it can explain
-    ├── ToolRetry          the model should call again with different arguments
-    └── ToolDenied         policy refused the call (forbidden, not allowed by config)
+    └── ToolFailed         the tool ran and failed in a way it can explain
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ __all__ = [
     "StoreError",
     "LLMError",
     "LLMNotConfigured",
-    "LLMTimeout",
+    "LLMCallFailed",
     "LLMUnavailable",
+    "ChannelError",
+    "ChannelSendError",
     "ToolError",
     "ToolInputInvalid",
     "ToolFailed",
-    "ToolRetry",
-    "ToolDenied",
 ]
 
 
@@ -68,11 +68,15 @@ class LLMNotConfigured(LLMError):
         super().__init__(hint)
 
 
-class LLMTimeout(LLMError):
-    def __init__(self, *, model: str, timeout_s: float) -> None:
-        self.model = model
-        self.timeout_s = timeout_s
-        super().__init__(f"{model} did not answer within {timeout_s}s")
+class LLMCallFailed(LLMError):
+    """One attempt at one model failed: ``status`` (an llm_calls status), ``reason`` (a short
+    label for logs and the audit row) and whether another attempt could help."""
+
+    def __init__(self, *, status: str, reason: str, retryable: bool) -> None:
+        self.status = status
+        self.reason = reason
+        self.retryable = retryable
+        super().__init__(reason)
 
 
 class LLMUnavailable(LLMError):
@@ -102,9 +106,16 @@ class ToolFailed(ToolError):
         super().__init__(message)
 
 
-class ToolRetry(ToolError):
-    code = "retry"
+class ChannelError(BruceError):
+    """A chat platform failed; channels translate their SDK's errors into these."""
 
 
-class ToolDenied(ToolError):
-    code = "denied"
+class ChannelSendError(ChannelError):
+    """A send did not go through. ``retryable``: trying again later may work (rate limit,
+    network, 5xx); ``retry_after``: the platform's own wait, in seconds, when it gave one."""
+
+    def __init__(self, reason: str, *, retryable: bool, retry_after: float | None = None) -> None:
+        self.reason = reason
+        self.retryable = retryable
+        self.retry_after = retry_after
+        super().__init__(reason)

@@ -18,12 +18,12 @@ from urllib.parse import urlsplit
 import structlog
 
 from bruce.contracts import ToolResult
+from bruce.texts import UNGROUNDED_LINK
 
 __all__ = ["GroundingReport", "check_links", "produced_urls"]
 
 log = structlog.get_logger(__name__)
 
-UNGROUNDED_NOTE = "(I removed a link I could not actually produce: no tool created it in this turn.)"
 _TRAILING = ".,;:!?)]}'\""
 # anything that may be a link to our artifacts: a URL, a bare host[:port]/artifacts/..., or a path
 _CANDIDATE = re.compile(
@@ -105,5 +105,5 @@ def check_links(
     checked = _CANDIDATE.sub(replace, text)
     if removed:
         log.warning("grounding.link_removed", urls=removed)
-        checked = f"{checked}\n\n{UNGROUNDED_NOTE}"
+        checked = f"{checked}\n\n{UNGROUNDED_LINK}"
     return GroundingReport(checked, tuple(removed))

@@ -4,6 +4,10 @@
 server errors and time-outs, then each fallback in order. Every attempt, good or bad, is one
 ``llm_calls`` row. When nothing answers it raises ``LLMUnavailable``; when no key or endpoint
 is configured it raises ``LLMNotConfigured`` without touching the network.
+
+When someone watches the turn's progress (``scope.progress.streams``) and ``llm.stream`` is on,
+the call streams: each piece of text is emitted as a ``TextDelta`` as it arrives, and the
+chunks are assembled by litellm into the same reply a plain call gives.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ import structlog
 from bruce.clock import Clock
 from bruce.config import LLMConfig, ModelEndpoint
 from bruce.contracts import ToolCall
-from bruce.errors import LLMNotConfigured, LLMUnavailable
+from bruce.errors import LLMCallFailed, LLMNotConfigured, LLMUnavailable
+from bruce.progress import TextDelta, Thinking
 from bruce.store import LLMCallRecord, Store
+from bruce.texts import llm_not_configured
 from bruce.turn import TurnScope
 
 __all__ = ["LLMService", "LLMReply", "provider_key_env"]
@@ -78,29 +84,22 @@ class LLMReply:
         return message
 
 
-class _Attempt:
+def _classify(exc: BaseException, litellm: Any) -> LLMCallFailed:
     """Why one call failed, and whether trying again could help."""
-
-    def __init__(self, status: str, reason: str, retryable: bool) -> None:
-        self.status, self.reason, self.retryable = status, reason, retryable
-
-
-def _classify(exc: BaseException, litellm: Any) -> _Attempt:
-    if isinstance(exc, (TimeoutError, litellm.Timeout)):
-        return _Attempt("timeout", "timed out", True)
-    if isinstance(exc, litellm.RateLimitError):
-        return _Attempt("error", "rate limited (429)", True)
-    if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)):
-        return _Attempt("error", "the API key was rejected", False)
-    if isinstance(exc, (litellm.NotFoundError, litellm.BadRequestError)):
-        status = getattr(exc, "status_code", None)
-        return _Attempt("error", f"request rejected ({status})", False)
-    if isinstance(exc, (litellm.InternalServerError, litellm.ServiceUnavailableError, litellm.APIConnectionError)):
-        status = getattr(exc, "status_code", None)
-        return _Attempt("error", f"provider error ({status or 'connection'})", True)
     status = getattr(exc, "status_code", None)
+    if isinstance(exc, (TimeoutError, litellm.Timeout)):
+        return LLMCallFailed(status="timeout", reason="timed out", retryable=True)
+    if isinstance(exc, litellm.RateLimitError):
+        return LLMCallFailed(status="error", reason="rate limited (429)", retryable=True)
+    if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)):
+        return LLMCallFailed(status="error", reason="the API key was rejected", retryable=False)
+    if isinstance(exc, (litellm.NotFoundError, litellm.BadRequestError)):
+        return LLMCallFailed(status="error", reason=f"request rejected ({status})", retryable=False)
+    if isinstance(exc, (litellm.InternalServerError, litellm.ServiceUnavailableError, litellm.APIConnectionError)):
+        return LLMCallFailed(status="error", reason=f"provider error ({status or 'connection'})", retryable=True)
     retryable = isinstance(status, int) and (status == 429 or status >= 500)
-    return _Attempt("error", f"{type(exc).__name__} ({status})" if status else type(exc).__name__, retryable)
+    reason = f"{type(exc).__name__} ({status})" if status else type(exc).__name__
+    return LLMCallFailed(status="error", reason=reason, retryable=retryable)
 
 
 class LLMService:
@@ -133,12 +132,7 @@ class LLMService:
         env = provider_key_env(primary.model)
         if env is None or self._environ.get(env):
             return None
-        return (
-            f"No API key is configured for the language model {primary.model}. "
-            f"Set the environment variable {env} (config: llm.api_key: \"${{{env}}}\"), "
-            "or point llm.api_base at a local OpenAI-compatible server such as Ollama "
-            "(e.g. llm.model: ollama_chat/llama3.2, llm.api_base: http://127.0.0.1:11434)."
-        )
+        return llm_not_configured(primary.model, env)
 
     async def complete(
         self,
@@ -162,7 +156,7 @@ class LLMService:
                 try:
                     return await self._call_once(litellm, endpoint, messages, tools, scope)
                 except LLMCallFailed as failed:
-                    outcome = failed.attempt
+                    outcome = failed
                 if not outcome.retryable or attempt == self._config.num_retries:
                     break
                 await asyncio.sleep(min(self._config.retry_backoff_s * 2**attempt, _MAX_BACKOFF_S))
@@ -191,11 +185,18 @@ class LLMService:
             kwargs["api_base"] = endpoint.api_base
         if endpoint.api_key:
             kwargs["api_key"] = endpoint.api_key.get_secret_value()
+        stream = self._config.stream and scope.progress.streams
+        if stream:
+            kwargs["stream"] = True
+            kwargs["stream_options"] = {"include_usage": True}
         seq = scope.next_llm_seq()
+        await scope.progress.emit(Thinking())
         started = self._clock.monotonic()
         try:
             async with asyncio.timeout(self._config.timeout_s + 1.0):
                 response = await litellm.acompletion(**kwargs)
+                if stream:
+                    response = await _collect_stream(litellm, response, messages, scope)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # translated right here, at the edge
@@ -203,7 +204,7 @@ class LLMService:
             await self._record(scope, seq, endpoint.model, outcome.status, started, error=outcome.reason)
             log.info("llm.call_failed", model=endpoint.model, seq=seq, reason=outcome.reason,
                      detail=str(exc)[:300])
-            raise LLMCallFailed(outcome) from exc
+            raise outcome from exc
         reply = _parse(response, endpoint.model)
         cost = _cost(litellm, response)
         await self._record(
@@ -214,17 +215,25 @@ class LLMService:
 
     async def _record(self, scope: TurnScope, seq: int, model: str, status: str, started: float, **fields: Any) -> None:
         latency_ms = (self._clock.monotonic() - started) * 1000
-        await self._store.record_llm_call(
+        await self._store.audit.record_llm_call(
             LLMCallRecord(turn_id=scope.turn_id, seq=seq, model=model, status=status, latency_ms=latency_ms, **fields)
         )
 
 
-class LLMCallFailed(Exception):
-    """One attempt failed; internal to this module."""
-
-    def __init__(self, attempt: _Attempt) -> None:
-        self.attempt = attempt
-        super().__init__(attempt.reason)
+async def _collect_stream(litellm: Any, stream: Any, messages: list[dict[str, Any]], scope: TurnScope) -> Any:
+    """Emit the text as it arrives; return the chunks assembled into one response."""
+    chunks = []
+    async for chunk in stream:
+        chunks.append(chunk)
+        choices = getattr(chunk, "choices", None) or []
+        delta = getattr(choices[0], "delta", None) if choices else None
+        text = getattr(delta, "content", None) if delta is not None else None
+        if text:
+            await scope.progress.emit(TextDelta(text))
+    response = litellm.stream_chunk_builder(chunks, messages=messages)
+    if response is None:
+        raise ValueError("the stream carried no response")
+    return response
 
 
 def _parse(response: Any, model: str) -> LLMReply:

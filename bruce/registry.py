@@ -33,11 +33,17 @@ from bruce.log import Redactor
 from bruce.policy import Policy, effective_policy
 from bruce.store import Store, ToolExecutionRecord
 from bruce.turn import TurnScope
+from bruce.values import ToolStatus, TurnSource
 
 __all__ = ["ToolRegistry", "RegisteredTool", "check_contract"]
 
 log = structlog.get_logger(__name__)
 
+SKIPPED_MESSAGE = (
+    "Not done: this action needs the user's approval, and this turn was not started by the user "
+    "(a scheduled task), so nobody can approve it now. Tell the user it was skipped."
+)
+NOT_IN_TURN_MESSAGE = "The tool {name} is not available in this turn."
 AWAITING_MESSAGE = (
     "Not done yet: this action needs the user's explicit approval, and a request ({id}) was sent to "
     "them{how}. Tell the user it is waiting for their approval. Do not say it happened."
@@ -56,8 +62,7 @@ class RegisteredTool:
         return self.validator.schema  # type: ignore[no-any-return]
 
 
-def check_contract(contract: ToolContract) -> list[str]:
-    """Every problem with a contract, at once."""
+def _shape_problems(contract: ToolContract) -> list[str]:
     problems = []
     parts = contract.name.split(".")
     if len(parts) != 2 or not all(p.replace("_", "").isalnum() and p.islower() for p in parts):
@@ -76,6 +81,13 @@ def check_contract(contract: ToolContract) -> list[str]:
         problems.append("input_schema must describe an object")
     if "dry_run" in contract.input_schema.get("properties", {}):
         problems.append("input_schema must not define dry_run (the registry adds it)")
+    if contract.idempotent and contract.idempotency_window_s <= 0:
+        problems.append("an idempotent tool needs a positive idempotency_window_s")
+    return problems
+
+
+def _risk_problems(contract: ToolContract) -> list[str]:
+    problems = []
     if contract.risk in (Risk.HIGH, Risk.CRITICAL):
         if contract.side_effects.strip().lower() in ("none", "n/a", "-"):
             problems.append(f"a {contract.risk} tool must describe its side effects")
@@ -87,9 +99,12 @@ def check_contract(contract: ToolContract) -> list[str]:
         problems.append("a critical tool must require step-up approval")
     if contract.risk is Risk.FORBIDDEN and contract.autonomous:
         problems.append("a forbidden tool cannot be autonomous")
-    if contract.idempotent and contract.idempotency_window_s <= 0:
-        problems.append("an idempotent tool needs a positive idempotency_window_s")
     return problems
+
+
+def check_contract(contract: ToolContract) -> list[str]:
+    """Every problem with a contract, at once."""
+    return _shape_problems(contract) + _risk_problems(contract)
 
 
 def _with_dry_run(contract: ToolContract) -> dict[str, Any]:
@@ -164,9 +179,21 @@ class ToolRegistry:
     def get(self, name: str) -> RegisteredTool | None:
         return self._tools.get(name.replace(".", "_"))
 
-    def definitions(self) -> list[dict[str, Any]]:
-        """What the model is shown: every visible tool, with ``dry_run`` where supported."""
-        return [t.contract.definition(t.schema_for_model) for t in self.tools() if t.policy.visible]
+    def _offered(self, tool: RegisteredTool, scope: TurnScope | None) -> bool:
+        if not tool.policy.visible:
+            return False
+        if scope is None:
+            return True
+        return scope.allows(tool.contract) and not (scope.unattended and tool.policy.needs_confirmation)
+
+    def definitions(self, scope: TurnScope | None = None) -> list[dict[str, Any]]:
+        """What the model is shown: every visible tool (that ``scope`` allows; an unattended turn
+        is not offered tools that need approval), with ``dry_run`` where supported."""
+        return [t.contract.definition(t.schema_for_model) for t in self.tools() if self._offered(t, scope)]
+
+    def contract_name(self, wire_name: str) -> str:
+        tool = self._tools.get(wire_name)
+        return tool.contract.name if tool else wire_name
 
     # execution ------------------------------------------------------------------------
 
@@ -175,22 +202,28 @@ class ToolRegistry:
         tool = self._tools.get(call.name)
         if tool is None:
             known = ", ".join(t.contract.wire_name for t in self.tools() if t.policy.visible)
-            result = ToolResult(call.id, call.name, "unknown_tool",
+            result = ToolResult(call.id, call.name, ToolStatus.UNKNOWN_TOOL,
                                 error=f"There is no tool named {call.name!r}. Available tools: {known}.")
             return await self._audit(call, scope, None, call.arguments, result, started)
-        if tool.policy.refusal:
-            result = ToolResult(call.id, call.name, "denied", error=tool.policy.refusal)
+        refusal = tool.policy.refusal or (
+            None if scope.allows(tool.contract) else NOT_IN_TURN_MESSAGE.format(name=tool.contract.name))
+        if refusal:
+            result = ToolResult(call.id, call.name, ToolStatus.DENIED, error=refusal)
             return await self._audit(call, scope, tool, call.arguments, result, started)
         try:
             arguments = self._parse_arguments(call.arguments, tool)
         except ToolInputInvalid as exc:
-            result = ToolResult(call.id, call.name, "invalid_args", error=str(exc))
+            result = ToolResult(call.id, call.name, ToolStatus.INVALID_ARGS, error=str(exc))
             return await self._audit(call, scope, tool, call.arguments, result, started)
         if arguments.pop("dry_run", False) is True:  # only tools with dry-run support get this far
             result = await self._run(call, tool, arguments, scope, dry_run=True)
             if result.ok:
-                result = ToolResult(call.id, call.name, "ok", output={"dry_run": True, "preview": result.output})
+                result = ToolResult(call.id, call.name, ToolStatus.OK,
+                                    output={"dry_run": True, "preview": result.output})
             return await self._audit(call, scope, tool, {**arguments, "dry_run": True}, result, started)
+        if tool.policy.needs_confirmation and scope.unattended:
+            result = ToolResult(call.id, call.name, ToolStatus.SKIPPED, error=SKIPPED_MESSAGE)
+            return await self._audit(call, scope, tool, arguments, result, started)
         if tool.policy.needs_confirmation:
             result = await self._park(call, tool, arguments, scope)
             return await self._audit(call, scope, tool, arguments, result, started)
@@ -204,7 +237,7 @@ class ToolRegistry:
                         arguments=json.dumps(action.arguments))
         tool = self._tools.get(call.name)
         if tool is None or tool.policy.refusal:
-            status = "unknown_tool" if tool is None else "denied"
+            status = ToolStatus.UNKNOWN_TOOL if tool is None else ToolStatus.DENIED
             result = ToolResult(call.id, call.name, status, error=f"{action.tool_name} is no longer available.")
             return await self._audit(call, scope, tool, action.arguments, result, started)
         stale = await self._changed_since_preview(call, tool, action, scope)
@@ -225,7 +258,7 @@ class ToolRegistry:
             return fresh
         if json.loads(json.dumps(fresh.output, default=str)) == action.preview:
             return None
-        return ToolResult(call.id, call.name, "error", error=(
+        return ToolResult(call.id, call.name, ToolStatus.ERROR, error=(
             "conflict: what this would do has changed since it was approved (the preview differs now), "
             "so nothing was done. Ask again to see the new preview."))
 
@@ -257,7 +290,7 @@ class ToolRegistry:
         scope.confirmations.append(request)
         how = " (the owner must approve it on the machine with `bruce approve`)" if request.step_up else ""
         message = AWAITING_MESSAGE.format(id=request.id, how=how)
-        return ToolResult(call.id, call.name, "awaiting_confirmation", output={"confirmation_id": request.id},
+        return ToolResult(call.id, call.name, ToolStatus.AWAITING_CONFIRMATION, output={"confirmation_id": request.id},
                           error=message)
 
     async def _run_once(
@@ -268,14 +301,14 @@ class ToolRegistry:
         key = idempotency_key(tool.contract.name, scope.conversation_id, arguments)
         async with self._key_locks.setdefault(key, asyncio.Lock()):
             now = self._clock.now()
-            earlier = await self._store.idempotent_result(key, now=utc_iso(now))
+            earlier = await self._store.audit.idempotent_result(key, now=utc_iso(now))
             if earlier is not None:
                 log.info("tool.replayed", tool=tool.contract.name, key=key)
-                return ToolResult(call.id, call.name, "ok", output=earlier), key
+                return ToolResult(call.id, call.name, ToolStatus.OK, output=earlier), key
             result = await self._run(call, tool, arguments, scope, key=key)
             if result.ok:
                 expires = now + timedelta(seconds=tool.contract.idempotency_window_s)
-                await self._store.remember_result(key, tool.contract.name, result.output, expires_at=utc_iso(expires))
+                await self._store.audit.remember_result(key, tool.contract.name, result.output, expires_at=utc_iso(expires))
         return result, key
 
     async def _run(
@@ -291,16 +324,17 @@ class ToolRegistry:
             async with asyncio.timeout(timeout_s):
                 output = await tool.handler(arguments, context)
         except TimeoutError:
-            return ToolResult(call.id, call.name, "timeout", error=f"The tool did not finish within {timeout_s:g} seconds.")
+            return ToolResult(call.id, call.name, ToolStatus.TIMEOUT,
+                              error=f"The tool did not finish within {timeout_s:g} seconds.")
         except ToolInputInvalid as exc:
-            return ToolResult(call.id, call.name, "invalid_args", error=str(exc))
+            return ToolResult(call.id, call.name, ToolStatus.INVALID_ARGS, error=str(exc))
         except ToolError as exc:
-            return ToolResult(call.id, call.name, "error", error=f"{exc.code}: {exc}")
+            return ToolResult(call.id, call.name, ToolStatus.ERROR, error=f"{exc.code}: {exc}")
         except Exception as exc:  # a tool bug must not end the conversation
             log.exception("tool.crashed", tool=tool.contract.name)
-            return ToolResult(call.id, call.name, "error",
+            return ToolResult(call.id, call.name, ToolStatus.ERROR,
                               error=f"internal_error: the tool failed unexpectedly ({type(exc).__name__}).")
-        return ToolResult(call.id, call.name, "ok", output=output)
+        return ToolResult(call.id, call.name, ToolStatus.OK, output=output)
 
     # audit ----------------------------------------------------------------------------
 
@@ -326,10 +360,10 @@ class ToolRegistry:
             status=result.status,
             error=self._redactor.text(result.error) if result.error else None,
             latency_ms=latency_ms,
-            source=scope.source if scope.source in ("chat", "proactive", "confirmation") else "chat",
+            source=scope.source if scope.source is not TurnSource.SUMMARY else TurnSource.CHAT,
             idempotency_key=key,
         )
-        await asyncio.shield(self._store.record_tool_execution(record))
+        await asyncio.shield(self._store.audit.record_tool_execution(record))
         scope.results.append(replace(result, name=record.tool_name))
         log.info("tool.executed", tool=record.tool_name, status=result.status, ms=round(latency_ms, 1))
         return result

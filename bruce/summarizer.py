@@ -14,6 +14,7 @@ from bruce.agent import LLM
 from bruce.errors import LLMError
 from bruce.store import Store, StoredMessage
 from bruce.turn import TurnScope, new_turn_id
+from bruce.values import TurnSource, TurnStatus
 
 __all__ = ["fold_history", "SUMMARY_INSTRUCTIONS"]
 
@@ -31,16 +32,17 @@ async def fold_history(
 ) -> bool:
     """Fold messages older than the last ``keep_last`` into the summary. Returns True if a new
     summary was stored."""
-    older = await store.messages_to_fold(conversation_id, keep_last=keep_last)
+    older = await store.messages.to_fold(conversation_id, keep_last=keep_last)
     if len(older) < batch:
         return False
-    previous = await store.latest_summary(conversation_id)
+    previous = await store.messages.latest_summary(conversation_id)
     transcript = "\n".join(f"{m.role}: {m.text}" for m in older)
     prompt = (
         f"Previous summary:\n{previous.summary if previous else '(none)'}\n\n"
         f"New messages:\n{transcript}"
     )
-    scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation_id, user_id=None, source="summary")
+    scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation_id, user_id=None,
+                      source=TurnSource.SUMMARY)
     with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=conversation_id):
         return await _fold(store, llm, scope, older, prompt, model)
 
@@ -49,7 +51,7 @@ async def _fold(
     store: Store, llm: LLM, scope: TurnScope, older: list[StoredMessage], prompt: str, model: str | None,
 ) -> bool:
     conversation_id = scope.conversation_id
-    await store.start_turn(scope.turn_id, conversation_id, source="summary", inbound_message_id=None)
+    await store.messages.start_turn(scope.turn_id, conversation_id, source=TurnSource.SUMMARY, inbound_message_id=None)
     try:
         reply = await llm.complete(
             [{"role": "system", "content": SUMMARY_INSTRUCTIONS}, {"role": "user", "content": prompt}],
@@ -57,14 +59,15 @@ async def _fold(
             model=model,
         )
     except LLMError as exc:
-        await store.finish_turn(scope.turn_id, status="failed", llm_turns=scope.llm_calls, error=type(exc).__name__)
+        await store.messages.finish_turn(scope.turn_id, status=TurnStatus.FAILED, llm_calls=scope.llm_calls,
+                                         error=type(exc).__name__)
         log.warning("summary.failed", conversation=conversation_id, reason=type(exc).__name__)
         return False
     text = (reply.text or "").strip()
     if not text:
-        await store.finish_turn(scope.turn_id, status="failed", llm_turns=1, error="empty summary")
+        await store.messages.finish_turn(scope.turn_id, status=TurnStatus.FAILED, llm_calls=1, error="empty summary")
         return False
-    await store.add_summary(conversation_id, text, up_to_message_id=older[-1].id)
-    await store.finish_turn(scope.turn_id, status="ok", llm_turns=1)
+    await store.messages.add_summary(conversation_id, text, up_to_message_id=older[-1].id)
+    await store.messages.finish_turn(scope.turn_id, status=TurnStatus.OK, llm_calls=1)
     log.info("summary.stored", conversation=conversation_id, folded=len(older))
     return True

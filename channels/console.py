@@ -2,7 +2,9 @@
 
 Lines are read on a daemon thread (so a blocked read never holds up shutdown) and handed to
 the worker; each reply is printed before the next prompt. ``/quit`` or end of input ends the
-session. With a terminal, input gets readline editing and history.
+session. With a terminal, input gets readline editing and history. While a turn runs, each
+tool step is printed as a line (``  · web.search: ok``) on standard error, so a pipe's output
+holds only the replies; the answer itself is printed once, complete, when it is sent.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TextIO
 
-from bruce.channel import ConfirmationRequest, Deliver, IncomingMessage
+from bruce.channel import ConfirmationRequest, Inbound, IncomingMessage
 from bruce.clock import Clock
+from bruce.progress import ProgressEvent, Thinking, ToolFinished
 
 __all__ = ["ConsoleChannel"]
 
@@ -34,6 +37,7 @@ class ConsoleChannel:
         assistant_name: str = "Bruce",
         stdin: TextIO | None = None,
         stdout: TextIO | None = None,
+        steps: TextIO | None = None,
         user_id: str = "local",
         chat_id: str = "local",
     ) -> None:
@@ -41,23 +45,29 @@ class ConsoleChannel:
         self._name = assistant_name
         self._stdin = stdin or sys.stdin
         self._stdout = stdout or sys.stdout
+        self._steps = steps or sys.stderr  # tool step lines: the terminal, but not a pipe's output
         self._user_id = user_id
         self._chat_id = chat_id
         self._interactive = self._stdin.isatty() and self._stdout.isatty()
-        self._deliver: Deliver | None = None
+        self._inbound: Inbound | None = None
         self._ready = threading.Event()  # interactive: prompt again only once the reply is out
         self.lines_handled = 0  # lines whose turn has fully finished (reply and requests shown)
 
-    async def start(self, deliver: Deliver) -> None:
-        self._deliver = deliver
+    async def start(self, inbound: Inbound) -> None:
+        self._inbound = inbound
 
     async def stop(self) -> None:
-        self._deliver = None
+        self._inbound = None
 
     def _print(self, text: str) -> None:
         clear = "\r\033[K" if self._interactive else ""  # wipe the "thinking" line first
         self._stdout.write(clear + text + "\n")
         self._stdout.flush()
+
+    def _print_step(self, text: str) -> None:
+        clear = "\r\033[K" if self._interactive else ""
+        self._steps.write(clear + text + "\n")
+        self._steps.flush()
 
     async def send_text(self, chat_id: str, text: str) -> None:
         self._print(f"{self._name}> {text}")
@@ -68,6 +78,10 @@ class ConsoleChannel:
             self._stdout.write("(thinking…)\r")
             self._stdout.flush()
         yield
+
+    @asynccontextmanager
+    async def progress(self, chat_id: str) -> AsyncIterator[_StepLines]:
+        yield _StepLines(self)
 
     async def send_confirmation(self, chat_id: str, request: ConfirmationRequest) -> None:
         lines = [
@@ -112,7 +126,7 @@ class ConsoleChannel:
 
     async def interact(self) -> None:
         """Read and answer lines until /quit or end of input."""
-        if self._deliver is None:
+        if self._inbound is None:
             raise RuntimeError("start() the console channel before interact()")
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[str | None] = asyncio.Queue()
@@ -132,7 +146,7 @@ class ConsoleChannel:
                 self._ready.set()
 
     async def _submit(self, text: str) -> None:
-        assert self._deliver is not None
+        assert self._inbound is not None
         message = IncomingMessage(
             channel=self.name,
             chat_id=self._chat_id,
@@ -141,6 +155,23 @@ class ConsoleChannel:
             platform_message_id=None,
             timestamp=self._clock.now(),
         )
-        handle = await self._deliver(message)
+        handle = await self._inbound.deliver(message)
         if handle is not None:
             await handle
+
+
+class _StepLines:
+    """Progress on a terminal: a line per tool step; the text arrives complete, once."""
+
+    wants_text = False
+
+    def __init__(self, console: ConsoleChannel) -> None:
+        self._console = console
+
+    async def emit(self, event: ProgressEvent) -> None:
+        match event:
+            case Thinking() if self._console._interactive:
+                self._console._stdout.write("(thinking…)\r")
+                self._console._stdout.flush()
+            case ToolFinished(tool=tool, status=status):
+                self._console._print_step(f"  · {tool}: {status}")

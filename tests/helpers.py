@@ -24,7 +24,8 @@ async def say(app: App, text: str, **kwargs: Any) -> None:
 
 
 async def rows(app: App, sql: str, *params: Any) -> list[dict[str, Any]]:
-    return await app.store.fetch_all(sql, params)
+    """What the database holds now (every write has committed), read as an operator would."""
+    return db_rows(app.config.storage.path, sql, *params)
 
 
 def db_rows(path: Path, sql: str, *params: Any) -> list[dict[str, Any]]:

@@ -45,8 +45,8 @@ async def test_ceiling_stops_after_max_turns_with_a_final_answer(app, fake_llm, 
     assert channel.texts() == ["I computed several sums; here they are."]
     assert len(fake_llm.requests) == 6
     assert "tools" not in fake_llm.requests[-1], "the final call must have tools disabled"
-    (turn,) = await rows(app, "SELECT status, llm_turns, tool_calls, hit_ceiling FROM turns WHERE source='chat'")
-    assert turn == {"status": "ok", "llm_turns": 6, "tool_calls": 5, "hit_ceiling": 1}
+    (turn,) = await rows(app, "SELECT status, llm_calls, tool_calls, hit_ceiling FROM turns WHERE source='chat'")
+    assert turn == {"status": "ok", "llm_calls": 6, "tool_calls": 5, "hit_ceiling": 1}
     assert len(await rows(app, "SELECT id FROM llm_calls")) == 6
 
 

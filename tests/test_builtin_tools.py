@@ -12,8 +12,8 @@ from bruce.turn import TurnScope, new_turn_id
 
 async def run(app, name, args):
     scope = TurnScope(new_turn_id(), "test:1", "u1")
-    await app.store.ensure_conversation("test:1", "test", "1")
-    await app.store.start_turn(scope.turn_id, "test:1", source="chat", inbound_message_id=None)
+    await app.store.messages.ensure_conversation("test:1", "test", "1")
+    await app.store.messages.start_turn(scope.turn_id, "test:1", source="chat", inbound_message_id=None)
     return await app.registry.execute(ToolCall("c1", name, json.dumps(args)), scope)
 
 

@@ -196,9 +196,9 @@ async def test_critical_tool_needs_the_owners_local_approval(make_config, clock,
 
 async def test_unattended_turn_never_runs_a_tool_that_needs_confirmation(app_factory, notes):
     app = await app_factory(tools={"files": {"notes_dir": str(notes)}})
-    await app.store.ensure_conversation("test:c1", "test", "c1")
+    await app.store.messages.ensure_conversation("test:c1", "test", "c1")
     scope = TurnScope(new_turn_id(), "test:c1", None, source="proactive")
-    await app.store.start_turn(scope.turn_id, "test:c1", source="proactive", inbound_message_id=None)
+    await app.store.messages.start_turn(scope.turn_id, "test:c1", source="proactive", inbound_message_id=None)
     result = await app.registry.execute(ToolCall("c1", "files_write", json.dumps({"path": "a.md", "content": "x"})), scope)
     assert result.status == "awaiting_confirmation"
     assert not (notes / "a.md").exists()
@@ -272,9 +272,9 @@ async def test_identical_artifact_saves_create_one_artifact(app_factory, fake_ll
 
 async def test_concurrent_identical_saves_in_one_turn_create_one_artifact(app_factory, tmp_path):
     app = await app_factory(tools={"artifacts": {"dir": str(tmp_path / "art")}})
-    await app.store.ensure_conversation("test:c1", "test", "c1")
+    await app.store.messages.ensure_conversation("test:c1", "test", "c1")
     scope = TurnScope(new_turn_id(), "test:c1", "u1")
-    await app.store.start_turn(scope.turn_id, "test:c1", source="chat", inbound_message_id=None)
+    await app.store.messages.start_turn(scope.turn_id, "test:c1", source="chat", inbound_message_id=None)
     args = json.dumps({"filename": "a.md", "content": "# A", "format": "markdown"})
     results = await asyncio.gather(*(app.registry.execute(ToolCall(f"c{i}", "artifact_save", args), scope)
                                      for i in range(3)))
@@ -311,12 +311,12 @@ async def test_an_action_interrupted_by_a_restart_is_reported(make_config, clock
 
     config = make_config(tools={"files": {"notes_dir": str(notes)}})
     store = await Store.open(config.storage.path, clock)
-    await store.ensure_conversation("test:c1", "test", "c1")
+    await store.messages.ensure_conversation("test:c1", "test", "c1")
     contract, _ = files_write_tool(notes_dir=notes)
     request = await Confirmations(store, clock).request(
         contract, {"path": "a.md", "content": "x"}, conversation_id="test:c1", user_id="u1", turn_id=None,
         call_id="c1", preview=None, step_up=False)
-    assert await store.move_confirmation(request.id, from_status="pending", to_status="running", via="chat")
+    assert await store.confirmations.move(request.id, from_status="pending", to_status="running", via="chat")
     await store.close()  # the process dies while the tool runs
 
     app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
@@ -331,23 +331,24 @@ async def test_an_action_interrupted_by_a_restart_is_reported(make_config, clock
 
 
 async def test_a_local_approval_not_picked_up_in_time_expires(make_config, clock, notes):
-    from bruce.confirmations import Confirmations, Outcome
+    from bruce.confirmations import Confirmations
     from bruce.store import Store
+    from bruce.values import DecisionOutcome as Outcome
     from tools.files import files_write_tool
 
     store = await Store.open(make_config().storage.path, clock)
     try:
-        await store.ensure_conversation("test:c1", "test", "c1")
+        await store.messages.ensure_conversation("test:c1", "test", "c1")
         book = Confirmations(store, clock, ttl_s=600)
         contract, _ = files_write_tool(notes_dir=notes)
         request = await book.request(contract, {"path": "a.md", "content": "x"}, conversation_id="test:c1",
                                      user_id="u1", turn_id=None, call_id=None, preview=None, step_up=True)
         assert (await book.decide_locally(request.id, approve=True)).outcome is Outcome.QUEUED
         assert await book.claim_queued(["telegram"]) == []  # another process's channel: left alone
-        assert (await store.confirmation(request.id))["status"] == "approved"
+        assert (await store.confirmations.get(request.id)).status == "approved"
         clock.advance(minutes=11)  # the daemon was down all this time
         assert await book.claim_queued(["test"]) == []
-        assert (await store.confirmation(request.id))["status"] == "expired"
+        assert (await store.confirmations.get(request.id)).status == "expired"
         assert (await book.decide_locally(request.id, approve=True)).outcome is Outcome.EXPIRED
     finally:
         await store.close()
@@ -400,13 +401,14 @@ async def test_after_the_idempotency_window_the_same_save_acts_again(app_factory
 
 
 async def test_a_chat_approval_and_a_local_decision_racing_have_one_winner(make_config, clock, notes):
-    from bruce.confirmations import Confirmations, Outcome
+    from bruce.confirmations import Confirmations
     from bruce.store import Store
+    from bruce.values import DecisionOutcome as Outcome
     from tools.files import files_write_tool
 
     store = await Store.open(make_config().storage.path, clock)
     try:
-        await store.ensure_conversation("test:c1", "test", "c1")
+        await store.messages.ensure_conversation("test:c1", "test", "c1")
         book = Confirmations(store, clock)
         contract, _ = files_write_tool(notes_dir=notes)
         request = await book.request(contract, {"path": "a.md", "content": "x"}, conversation_id="test:c1",
@@ -454,13 +456,13 @@ async def test_a_crash_after_tools_acted_is_reported_not_redone(make_config, app
 
     config = make_config()
     store = await Store.open(config.storage.path, clock)
-    await store.ensure_conversation("test:c1", "test", "c1")
-    message_id, _ = await store.add_inbound("test:c1", sender_id="u1", text="save and post it",
+    await store.messages.ensure_conversation("test:c1", "test", "c1")
+    message_id, _ = await store.messages.add_inbound("test:c1", sender_id="u1", text="save and post it",
                                             platform_message_id=None)
-    await store.start_turn("t-dead", "test:c1", source="chat", inbound_message_id=message_id)
+    await store.messages.start_turn("t-dead", "test:c1", source="chat", inbound_message_id=message_id)
     for status, output in (("ok", {"url": "http://127.0.0.1:8765/artifacts/a/r.html"}),
                            ("awaiting_confirmation", {"confirmation_id": "abcd1234"})):
-        await store.record_tool_execution(ToolExecutionRecord(
+        await store.audit.record_tool_execution(ToolExecutionRecord(
             turn_id="t-dead", conversation_id="test:c1", call_id="c", tool_name="artifact.save", risk="medium",
             input={}, output=output, status=status, error=None, latency_ms=1, source="chat"))
     await store.close()  # the process dies mid-turn

@@ -6,7 +6,7 @@ import pytest
 
 from bruce.errors import LLMNotConfigured
 from bruce.llm import LLMService
-from bruce.worker import LLM_DOWN_MESSAGE
+from bruce.texts import LLM_DOWN as LLM_DOWN_MESSAGE
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
 

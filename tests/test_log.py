@@ -11,7 +11,7 @@ import structlog
 
 from bruce.log import Redactor, configure_logging
 from tests.fakes.llm_server import Step
-from tests.helpers import say
+from tests.helpers import rows, say
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def log_lines():
 async def test_every_line_of_a_turn_carries_turn_and_conversation(app, fake_llm, log_lines):
     fake_llm.add(Step.tool_calls(("math_calculate", {"expression": "1+1"})), Step.text("2"))
     await say(app, "1+1?", chat="77")
-    (turn_id,) = [r["id"] for r in await app.store.fetch_all("SELECT id FROM turns")]
+    (turn_id,) = [r["id"] for r in await rows(app, "SELECT id FROM turns")]
     lines = log_lines()
     turn_lines = [line for line in lines if line["event"].startswith(("turn.", "tool.", "llm."))]
     assert {line["event"] for line in turn_lines} >= {"turn.started", "tool.executed", "turn.finished"}

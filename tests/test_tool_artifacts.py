@@ -14,6 +14,7 @@ from bruce.errors import ToolFailed
 from bruce.registry import check_contract
 from bruce.store import Store
 from tests.fakes.clock import FakeClock
+from tests.helpers import db_rows
 from tools.artifacts import artifact_save_tool, safe_filename
 
 BASE = "http://bruce.local:8080/"
@@ -23,7 +24,7 @@ BASE = "http://bruce.local:8080/"
 async def store(tmp_path: Path):
     clock = FakeClock()
     store = await Store.open(tmp_path / "b.db", clock)
-    await store.ensure_conversation("test:1", "test", "1")
+    await store.messages.ensure_conversation("test:1", "test", "1")
     yield store
     await store.close()
 
@@ -89,11 +90,11 @@ async def test_saves_one_file_and_records_it(store: Store, tool, artifacts_dir: 
     path = artifacts_dir / artifact_id / "passwd.html"
     assert path.read_text(encoding="utf-8") == content
     assert [p.name for p in (artifacts_dir / artifact_id).iterdir()] == ["passwd.html"]  # no temp file left
-    row = await store.artifact(artifact_id)
+    row = await store.artifacts.get(artifact_id)
     assert row is not None
-    assert row["conversation_id"] == "test:1" and row["title"] == "Trip" and row["format"] == "html"
-    assert row["path"] == f"{artifact_id}/passwd.html" and row["size_bytes"] == len(content.encode())
-    assert row["sha256"] == hashlib.sha256(content.encode()).hexdigest()
+    assert row.conversation_id == "test:1" and row.title == "Trip" and row.format == "html"
+    assert row.path == f"{artifact_id}/passwd.html" and row.size_bytes == len(content.encode())
+    assert row.sha256 == hashlib.sha256(content.encode()).hexdigest()
 
 
 async def test_each_call_gets_its_own_id_and_folder(tool, artifacts_dir: Path):
@@ -114,13 +115,13 @@ async def test_too_large_counts_utf8_bytes(tool, artifacts_dir: Path):
     assert len(list(artifacts_dir.iterdir())) == 1
 
 
-async def test_dry_run_validates_and_writes_nothing(store: Store, tool, artifacts_dir: Path):
+async def test_dry_run_validates_and_writes_nothing(store: Store, tool, artifacts_dir: Path, tmp_path: Path):
     _, handler = tool
     out = await handler({"filename": "Plan final!.exe", "content": "hello", "format": "text"}, ctx(dry_run=True))
     assert out == {"would_save": "Plan-final.txt", "format": "text", "size_bytes": 5,
                    "url_pattern": "http://bruce.local:8080/artifacts/<id>/Plan-final.txt"}
     assert not artifacts_dir.exists()
-    assert await store.fetch_all("SELECT * FROM artifacts") == []
+    assert db_rows(tmp_path / "b.db", "SELECT * FROM artifacts") == []
     with pytest.raises(ToolFailed) as info:
         await handler({"filename": "x", "content": "x" * 1001}, ctx(dry_run=True))
     assert info.value.code == "too_large"

@@ -193,8 +193,8 @@ async def test_link_to_an_artifact_saved_this_turn_is_kept(app_factory, fake_llm
 async def test_a_failed_send_is_recorded_and_the_turn_still_completes(app, fake_llm, channel):
     channel.fail_sends = True
     await say(app, "hi")
-    (reply,) = await rows(app, "SELECT status FROM messages WHERE direction='out'")
-    assert reply["status"] == "failed"
+    (reply,) = await rows(app, "SELECT status, send_error FROM messages WHERE direction='out'")
+    assert reply == {"status": "unsent", "send_error": "platform unreachable"}  # kept, to be sent again
     (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
     assert inbound["status"] == "done"
 
@@ -203,7 +203,7 @@ async def test_a_failed_send_is_recorded_and_the_turn_still_completes(app, fake_
 async def previous_life(config, clock):
     """The store as a process that then died left it."""
     store = await Store.open(config.storage.path, clock)
-    await store.ensure_conversation("test:c1", "test", "c1")
+    await store.messages.ensure_conversation("test:c1", "test", "c1")
     try:
         yield store
     finally:
@@ -213,7 +213,7 @@ async def previous_life(config, clock):
 async def test_pending_message_is_processed_after_a_restart(make_config, app_factory, clock, channel, fake_llm):
     config = make_config()
     async with previous_life(config, clock) as store:  # stored, then the process died before answering
-        await store.add_inbound("test:c1", sender_id="u1", text="are you there?", platform_message_id="m-9")
+        await store.messages.add_inbound("test:c1", sender_id="u1", text="are you there?", platform_message_id="m-9")
 
     clock.advance(minutes=2)
     fake_llm.add(Step.text("Yes, sorry for the wait."))
@@ -227,7 +227,7 @@ async def test_pending_message_is_processed_after_a_restart(make_config, app_fac
 async def test_old_pending_message_gets_an_apology_not_an_answer(make_config, app_factory, clock, channel, fake_llm):
     config = make_config(assistant={"recovery_max_age_s": 600})
     async with previous_life(config, clock) as store:
-        await store.add_inbound("test:c1", sender_id="u1", text="book the table", platform_message_id=None)
+        await store.messages.add_inbound("test:c1", sender_id="u1", text="book the table", platform_message_id=None)
 
     clock.advance(hours=3)
     app = await app_factory(config)
@@ -241,7 +241,7 @@ async def test_old_pending_message_gets_an_apology_not_an_answer(make_config, ap
 async def test_stored_but_unsent_reply_is_sent_after_a_restart(make_config, app_factory, clock, channel):
     config = make_config()
     async with previous_life(config, clock) as store:
-        await store.add_outbound("test:c1", "Your answer, delayed.", turn_id=None)
+        await store.messages.add_outbound("test:c1", "Your answer, delayed.", turn_id=None)
 
     app = await app_factory(config)
     assert channel.texts() == ["Your answer, delayed."]
@@ -324,7 +324,7 @@ async def test_every_message_is_in_the_summary_or_the_history(app_factory, fake_
 
     fake_llm.responder = responder
     for i in range(10):
-        summary = await app.store.latest_summary("test:c1")  # what the next turn's prompt will carry
+        summary = await app.store.messages.latest_summary("test:c1")  # what the next turn's prompt will carry
         await say(app, f"q{i}")
         chat = [r for r in fake_llm.requests if "running summary" not in r["messages"][0]["content"]][-1]
         sent = [m["content"] for m in chat["messages"] if m["role"] != "system"]

@@ -18,6 +18,7 @@ import re
 import shutil
 import unicodedata
 import uuid
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +27,11 @@ from bruce.errors import ToolFailed
 from bruce.store import Store
 from tools.files import write_atomic
 
-__all__ = ["artifact_save_tool", "safe_filename", "EXTENSIONS"]
+__all__ = ["ARTIFACT_SAVE", "artifact_save_tool", "safe_filename", "EXTENSIONS"]
 
 EXTENSIONS = {"html": ".html", "markdown": ".md", "text": ".txt"}
 MAX_FILENAME_CHARS = 100
+DEFAULT_MAX_BYTES = 1_000_000
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -44,86 +46,111 @@ def safe_filename(raw: str, fmt: str) -> str:
     return stem + ext
 
 
-def artifact_save_tool(
-    *, store: Store, artifacts_dir: Path, base_url: str, max_bytes: int = 1_000_000
-) -> tuple[ToolContract, ToolHandler]:
-    root = Path(artifacts_dir).resolve()
-    base = base_url.rstrip("/")
-    contract = ToolContract(
-        name="artifact.save",
-        description=(
-            "Save a document you wrote (an HTML page, Markdown or plain text) and get a link the user can open. "
-            "Use it for reports, tables, plans or anything too long or too rich for a chat message. "
-            f"Content is limited to {max_bytes} bytes. The filename is cleaned up and its extension set from 'format'."
-        ),
-        category="documents",
-        risk=Risk.MEDIUM,
-        autonomous=True,
-        confirmation=False,
-        dry_run=DryRun.OPTIONAL,
-        idempotent=True,
-        idempotency_window_s=3600.0,
-        input_schema={
-            "type": "object",
-            "properties": {
-                "filename": {"type": "string", "minLength": 1, "maxLength": 120,
-                             "description": "Suggested file name, e.g. 'trip-plan.html'."},
-                "content": {"type": "string", "description": "The whole document."},
-                "format": {"type": "string", "enum": ["html", "markdown", "text"], "default": "html"},
-                "title": {"type": "string", "maxLength": 200, "description": "Optional human title."},
-            },
-            "required": ["filename", "content"],
-            "additionalProperties": False,
-        },
-        output_schema={
-            "type": "object",
-            "properties": {
-                "artifact_id": {"type": "string"},
-                "url": {"type": "string"},
-                "filename": {"type": "string"},
-                "format": {"type": "string"},
-                "size_bytes": {"type": "integer"},
-            },
-            "required": ["artifact_id", "url", "filename", "format", "size_bytes"],
-        },
-        side_effects=(
-            "writes one file under data/artifacts and records it in the database; an identical call (same "
-            "conversation, same arguments) within an hour returns the first artifact instead of saving again"
-        ),
-        audit_event="artifact.saved",
-        failure_modes=("invalid_args", "too_large", "io_error"),
-        timeout_s=15.0,
+def _description(max_bytes: int) -> str:
+    return (
+        "Save a document you wrote (an HTML page, Markdown or plain text) and get a link the user can open. "
+        "Use it for reports, tables, plans or anything too long or too rich for a chat message. "
+        f"Content is limited to {max_bytes} bytes. The filename is cleaned up and its extension set from 'format'."
     )
 
-    def write(artifact_id: str, filename: str, data: bytes) -> Path:
-        folder = root / artifact_id
-        target = (folder / filename).resolve()
-        if not target.is_relative_to(root) or target.parent != folder:
-            raise ToolFailed("the artifact file name is not usable; choose a simpler one.", code="invalid_args")
-        folder.mkdir(parents=True, exist_ok=False)
-        write_atomic(target, data)
-        return target
 
-    async def artifact_save(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-        fmt = args.get("format", "html")
-        filename = safe_filename(args["filename"], fmt)
-        data = args["content"].encode("utf-8")
-        if len(data) > max_bytes:
+ARTIFACT_SAVE = ToolContract(
+    name="artifact.save",
+    description=_description(DEFAULT_MAX_BYTES),
+    category="documents",
+    risk=Risk.MEDIUM,
+    autonomous=True,
+    confirmation=False,
+    dry_run=DryRun.OPTIONAL,
+    idempotent=True,
+    idempotency_window_s=3600.0,
+    input_schema={
+        "type": "object",
+        "properties": {
+            "filename": {"type": "string", "minLength": 1, "maxLength": 120,
+                         "description": "Suggested file name, e.g. 'trip-plan.html'."},
+            "content": {"type": "string", "description": "The whole document."},
+            "format": {"type": "string", "enum": ["html", "markdown", "text"], "default": "html"},
+            "title": {"type": "string", "maxLength": 200, "description": "Optional human title."},
+        },
+        "required": ["filename", "content"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {
+            "artifact_id": {"type": "string"},
+            "url": {"type": "string"},
+            "filename": {"type": "string"},
+            "format": {"type": "string"},
+            "size_bytes": {"type": "integer"},
+        },
+        "required": ["artifact_id", "url", "filename", "format", "size_bytes"],
+    },
+    side_effects=(
+        "writes one file under data/artifacts and records it in the database; an identical call (same "
+        "conversation, same arguments) within an hour returns the first artifact instead of saving again"
+    ),
+    audit_event="artifact.saved",
+    failure_modes=("invalid_args", "too_large", "io_error"),
+    timeout_s=15.0,
+)
+
+
+def _contract(max_bytes: int) -> ToolContract:
+    """ARTIFACT_SAVE with the size limit this instance enforces in its description."""
+    return replace(ARTIFACT_SAVE, description=_description(max_bytes))
+
+
+def _write(root: Path, artifact_id: str, filename: str, data: bytes) -> Path:
+    """Write the new artifact's file in its own new folder under ``root``; the file's path."""
+    folder = root / artifact_id
+    target = (folder / filename).resolve()
+    if not target.is_relative_to(root) or target.parent != folder:
+        raise ToolFailed("the artifact file name is not usable; choose a simpler one.", code="invalid_args")
+    folder.mkdir(parents=True, exist_ok=False)
+    write_atomic(target, data)
+    return target
+
+
+@dataclass(frozen=True, slots=True)
+class _Artifacts:
+    """Where artifact.save keeps files and rows, the public base URL, and the size limit."""
+
+    store: Store
+    root: Path
+    base: str
+    max_bytes: int
+
+    def encode(self, content: str) -> bytes:
+        """The content as UTF-8, or ToolFailed(too_large)."""
+        data = content.encode("utf-8")
+        if len(data) > self.max_bytes:
             raise ToolFailed(
-                f"the content is {len(data)} bytes; artifacts are limited to {max_bytes} bytes. "
+                f"the content is {len(data)} bytes; artifacts are limited to {self.max_bytes} bytes. "
                 "Shorten it or split it into several artifacts.",
                 code="too_large",
             )
+        return data
+
+    def write(self, artifact_id: str, filename: str, data: bytes) -> Path:
+        try:
+            return _write(self.root, artifact_id, filename, data)  # on the loop: see files.write (at most max_bytes)
+        except OSError as exc:
+            raise ToolFailed(f"could not save the artifact: {exc.strerror or 'disk error'}.", code="io_error") from None
+
+    async def artifact_save(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        store, root, base = self.store, self.root, self.base
+        fmt = args.get("format", "html")
+        filename = safe_filename(args["filename"], fmt)
+        data = self.encode(args["content"])
         if ctx.dry_run:
             return {"would_save": filename, "format": fmt, "size_bytes": len(data),
                     "url_pattern": f"{base}/artifacts/<id>/{filename}"}
         artifact_id = uuid.uuid4().hex[:16]
+        target = self.write(artifact_id, filename, data)
         try:
-            target = write(artifact_id, filename, data)  # on the loop: see files.write (at most max_bytes)
-        except OSError as exc:
-            raise ToolFailed(f"could not save the artifact: {exc.strerror or 'disk error'}.", code="io_error") from None
-        try:
-            await store.add_artifact(
+            await store.artifacts.add(
                 artifact_id=artifact_id, conversation_id=ctx.conversation_id, turn_id=ctx.turn_id,
                 title=args.get("title"), filename=filename, fmt=fmt, path=target.relative_to(root).as_posix(),
                 size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
@@ -134,4 +161,9 @@ def artifact_save_tool(
         return {"artifact_id": artifact_id, "url": f"{base}/artifacts/{artifact_id}/{filename}",
                 "filename": filename, "format": fmt, "size_bytes": len(data)}
 
-    return contract, artifact_save
+
+def artifact_save_tool(
+    *, store: Store, artifacts_dir: Path, base_url: str, max_bytes: int = DEFAULT_MAX_BYTES
+) -> tuple[ToolContract, ToolHandler]:
+    artifacts = _Artifacts(store, Path(artifacts_dir).resolve(), base_url.rstrip("/"), max_bytes)
+    return _contract(max_bytes), artifacts.artifact_save

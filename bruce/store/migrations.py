@@ -146,3 +146,42 @@ CREATE INDEX artifacts_by_conversation ON artifacts (conversation_id, created_at
 """
 
 MIGRATIONS.append(_V2)
+
+_V3 = """
+-- a turn is one exchange; what it counts is model calls
+ALTER TABLE turns RENAME COLUMN llm_turns TO llm_calls;
+ALTER TABLE turns ADD COLUMN job_id TEXT;  -- the proactive job that started the turn
+
+-- the outbox: how far a reply got, and why it is still unsent
+ALTER TABLE messages ADD COLUMN parts_sent INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE messages ADD COLUMN send_attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE messages ADD COLUMN send_error TEXT;
+CREATE INDEX messages_unsent ON messages (conversation_id, id) WHERE direction = 'out' AND status IN ('pending', 'unsent');
+
+-- a proactive turn skips tools that need approval: status 'skipped'
+CREATE TABLE tool_executions_v3 (
+    id                  INTEGER PRIMARY KEY AUTOINCREMENT,
+    turn_id             TEXT REFERENCES turns(id),
+    conversation_id     TEXT REFERENCES conversations(id),
+    call_id             TEXT,
+    tool_name           TEXT NOT NULL,
+    risk                TEXT,
+    input               TEXT NOT NULL,
+    output              TEXT,
+    status              TEXT NOT NULL CHECK (status IN ('ok', 'error', 'timeout', 'invalid_args',
+                            'unknown_tool', 'denied', 'awaiting_confirmation', 'skipped')),
+    error               TEXT,
+    latency_ms          REAL NOT NULL,
+    source              TEXT NOT NULL CHECK (source IN ('chat', 'proactive', 'confirmation')),
+    idempotency_key     TEXT,
+    created_at          TEXT NOT NULL
+);
+INSERT INTO tool_executions_v3 SELECT id, turn_id, conversation_id, call_id, tool_name, risk, input, output,
+    status, error, latency_ms, source, idempotency_key, created_at FROM tool_executions;
+DROP TABLE tool_executions;
+ALTER TABLE tool_executions_v3 RENAME TO tool_executions;
+CREATE INDEX tool_executions_by_turn ON tool_executions (turn_id);
+CREATE INDEX tool_executions_by_time ON tool_executions (created_at);
+"""
+
+MIGRATIONS.append(_V3)

@@ -1,4 +1,9 @@
-"""A recording channel: what Bruce sent, and when the thinking indicator was on."""
+"""A recording channel: what Bruce sent, and when the thinking indicator was on.
+
+``failures`` scripts send failures: each ``send_text`` pops the first one and raises it (a
+``ChannelSendError``, or any exception to play a channel bug). ``ProgressRecordingChannel``
+also shows progress, and records every event it was shown.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from bruce.channel import ConfirmationRequest, Deliver
+from bruce.channel import ConfirmationRequest, Inbound
+from bruce.errors import ChannelSendError
+from bruce.progress import ProgressEvent
 
 
 class RecordingChannel:
@@ -14,22 +21,27 @@ class RecordingChannel:
         self.name = name
         self.max_message_length = max_message_length
         self.sent: list[tuple[str, str]] = []
+        self.attempts = 0  # every send_text call, failed or not
         self.confirmations: list[tuple[str, ConfirmationRequest]] = []
         self.files: list[tuple[str, Path, str | None]] = []
         self.thinking_spans: list[str] = []
         self.thinking_now = 0  # how many thinking indicators are on at this moment
-        self.deliver: Deliver | None = None
-        self.fail_sends = False
+        self.inbound: Inbound | None = None
+        self.failures: list[BaseException] = []
+        self.fail_sends = False  # every send fails, permanently
 
-    async def start(self, deliver: Deliver) -> None:
-        self.deliver = deliver
+    async def start(self, inbound: Inbound) -> None:
+        self.inbound = inbound
 
     async def stop(self) -> None:
-        self.deliver = None
+        self.inbound = None
 
     async def send_text(self, chat_id: str, text: str) -> None:
+        self.attempts += 1
         if self.fail_sends:
-            raise ConnectionError("platform unreachable")
+            raise ChannelSendError("platform unreachable", retryable=False)
+        if self.failures:
+            raise self.failures.pop(0)
         self.sent.append((chat_id, text))
 
     @asynccontextmanager
@@ -49,3 +61,22 @@ class RecordingChannel:
 
     def texts(self, chat_id: str | None = None) -> list[str]:
         return [t for c, t in self.sent if chat_id is None or c == chat_id]
+
+
+class _Recorder:
+    def __init__(self, events: list[ProgressEvent]) -> None:
+        self._events = events
+
+    async def emit(self, event: ProgressEvent) -> None:
+        self._events.append(event)
+
+
+class ProgressRecordingChannel(RecordingChannel):
+    def __init__(self, name: str = "test", max_message_length: int = 4096) -> None:
+        super().__init__(name, max_message_length)
+        self.events: list[ProgressEvent] = []
+
+    @asynccontextmanager
+    async def progress(self, chat_id: str) -> AsyncIterator[_Recorder]:
+        async with self.thinking(chat_id):
+            yield _Recorder(self.events)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 
@@ -9,6 +10,7 @@ class FakeClock:
     def __init__(self, start: datetime | None = None) -> None:
         self._now = start or datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
         self._mono = 1000.0
+        self.sleeps: list[float] = []  # every backoff asked for, in order
 
     def now(self) -> datetime:
         return self._now
@@ -23,3 +25,9 @@ class FakeClock:
 
     def set(self, moment: datetime) -> None:
         self._now = moment
+
+    async def sleep(self, seconds: float) -> None:
+        """Record the wait and move time on instead of waiting."""
+        self.sleeps.append(seconds)
+        self.advance(seconds=seconds)
+        await asyncio.sleep(0)

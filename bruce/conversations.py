@@ -1,0 +1,293 @@
+"""Turns: one exchange for one conversation, run under that conversation's lock.
+
+A turn builds the prompt and the history, runs the agent loop, checks grounding, stores the
+reply (closing the message it answers, in one transaction) and hands it to the outbox; on
+failure it sends a notice that names every action that completed. The same machinery serves a
+chat message (``answer``), a decision typed or tapped (``handle_command``, ``decide``), an
+approved action (``run_approved``), and a turn with no inbound message (``run_proactive``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import structlog
+
+from bruce.agent import LLM, Tools, TurnResult, run_agent_loop
+from bruce.approvals import ApprovalDesk
+from bruce.channel import Channel, ConfirmationRequest, DecisionReport, ProgressChannel
+from bruce.clock import Clock, parse_iso
+from bruce.commands import Command
+from bruce.confirmations import Confirmations, Decision, PendingAction
+from bruce.errors import LLMError, LLMNotConfigured
+from bruce.grounding import check_links, produced_urls
+from bruce.outbox import Outbox
+from bruce.progress import Progress
+from bruce.prompt import build_system_prompt
+from bruce.store import Store, StoredMessage
+from bruce.texts import (
+    INTERNAL_ERROR,
+    LLM_DOWN,
+    command_usage,
+    decision_text,
+    interrupted_by_shutdown,
+    proactive_failed,
+    skipped_note,
+    with_actions,
+)
+from bruce.turn import ToolFilter, TurnScope, new_turn_id
+from bruce.values import ConversationId, DecisionOutcome, MessageKind, TurnSource, TurnStatus
+
+__all__ = ["Conversations", "TurnSettings", "TurnOutcome"]
+
+log = structlog.get_logger(__name__)
+
+PROACTIVE_NOTE = (
+    "This turn was started by a scheduled task, not by a message from the user. The task: {prompt}\n"
+    "Do it now and write what the user should read. Nobody can approve actions during this turn."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSettings:
+    name: str
+    system_prompt: str
+    zone: ZoneInfo
+    max_model_calls: int = 5
+    history_limit: int = 15
+    summary_batch: int = 4
+    admin_base_url: str = "http://127.0.0.1:8765"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """What a turn did: its id, whether it answered, and the text the user was sent."""
+
+    turn_id: str
+    ok: bool
+    text: str
+    result: TurnResult | None = None
+
+
+class Conversations:
+    def __init__(
+        self, *, store: Store, llm: LLM, registry: Tools, clock: Clock, settings: TurnSettings,
+        channels: Mapping[str, Channel], confirmations: Confirmations, desk: ApprovalDesk, outbox: Outbox,
+    ) -> None:
+        self._store = store
+        self._llm = llm
+        self._registry = registry
+        self._clock = clock
+        self._settings = settings
+        self._channels = channels
+        self._confirmations = confirmations
+        self._desk = desk
+        self._outbox = outbox
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def lock(self, conversation_id: str) -> asyncio.Lock:
+        """One turn at a time per conversation."""
+        return self._locks.setdefault(conversation_id, asyncio.Lock())
+
+    async def history(self, conversation_id: str, up_to_id: int | None = None) -> list[dict[str, str]]:
+        """Every message not yet in the summary, at most ``history_limit + summary_batch - 1``:
+        folding keeps ``history_limit - 1`` and waits for ``summary_batch`` more, so no message
+        is ever in neither the summary nor the history."""
+        s = self._settings
+        messages = self._store.messages
+        if up_to_id is None:
+            up_to_id = await messages.last_id(conversation_id)
+        summary = await messages.latest_summary(conversation_id)
+        rows = await messages.history(conversation_id, limit=s.history_limit + s.summary_batch - 1,
+                                      up_to_id=up_to_id, after_id=summary.up_to_message_id if summary else 0)
+        return [{"role": m.role, "content": m.text} for m in rows]
+
+    # entries -----------------------------------------------------------------------------
+
+    async def answer(self, inbound: StoredMessage, sender_id: str | None) -> TurnOutcome:
+        """A chat turn for a stored message (the caller holds the conversation's lock)."""
+        scope = TurnScope(turn_id=new_turn_id(), conversation_id=inbound.conversation_id, user_id=sender_id)
+        with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=inbound.conversation_id):
+            return await self._turn(scope, inbound=inbound)
+
+    async def run_proactive(
+        self, conversation_id: str, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,
+        job_id: str | None = None, tools: ToolFilter | None = None,
+    ) -> TurnOutcome:
+        """A turn with no inbound message (a scheduled briefing): tools limited by ``tools``,
+        never one that needs approval; the answer goes through the outbox."""
+        await self._ensure(conversation_id)
+        scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation_id, user_id=None, source=source,
+                          unattended=True, tool_filter=tools)
+        async with self.lock(conversation_id):
+            with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=conversation_id,
+                                                         job=job_id):
+                return await self._turn(scope, prompt=prompt, job_id=job_id)
+
+    async def post(self, conversation_id: str, text: str) -> int:
+        """A message that needs no model (a reminder): stored, then sent through the outbox."""
+        await self._ensure(conversation_id)
+        return await self._outbox.post(conversation_id, text)
+
+    async def handle_command(self, inbound: StoredMessage, command: Command, sender_id: str | None) -> None:
+        """A typed ``/approve ID`` or ``/deny ID`` (the caller holds the conversation's lock)."""
+        cid = inbound.conversation_id
+        if command.confirmation_id is None:
+            await self._outbox.post(cid, command_usage(command.name), kind=MessageKind.NOTICE, inbound_id=inbound.id)
+            return
+        decision = await self._confirmations.decide_in_chat(
+            command.confirmation_id, conversation_id=cid, user_id=sender_id or "", approve=command.name == "approve")
+        if decision.outcome is DecisionOutcome.APPROVED and decision.action is not None:
+            history = await self.history(cid, inbound.id)
+            async with self._indicator(cid):
+                await self._desk.run(decision.action, history=history, user_id=sender_id, inbound_id=inbound.id)
+            return
+        kind = MessageKind.CHAT if decision.outcome is DecisionOutcome.DENIED else MessageKind.NOTICE
+        await self._outbox.post(cid, _decision_text(decision, command.confirmation_id), kind=kind,
+                                inbound_id=inbound.id)
+
+    async def decide(
+        self, conversation_id: str, user_id: str, confirmation_id: str, approve: bool,
+    ) -> tuple[DecisionReport, PendingAction | None]:
+        """A decision from a button: the same single-use, user-bound, expiring rules as
+        ``/approve ID``. Returns the report for the channel and, when approved, the action for
+        the caller to run (``run_approved``)."""
+        decision = await self._confirmations.decide_in_chat(
+            confirmation_id.lower(), conversation_id=conversation_id, user_id=user_id, approve=approve)
+        report = DecisionReport(decision.outcome, _decision_text(decision, confirmation_id))
+        if decision.outcome is DecisionOutcome.DENIED:
+            await self._outbox.post(conversation_id, report.text)  # the conversation keeps the record
+        approved = decision.outcome is DecisionOutcome.APPROVED
+        return report, decision.action if approved else None
+
+    async def run_approved(self, action: PendingAction, user_id: str | None) -> None:
+        """Run an approved action in its conversation's order, then report it."""
+        async with self.lock(action.conversation_id):
+            history = await self.history(action.conversation_id)
+            async with self._indicator(action.conversation_id):
+                await self._desk.run(action, history=history, user_id=user_id)
+
+    # one turn -------------------------------------------------------------------------------
+
+    async def _turn(self, scope: TurnScope, *, inbound: StoredMessage | None = None, prompt: str | None = None,
+                    job_id: str | None = None) -> TurnOutcome:
+        await self._store.messages.start_turn(scope.turn_id, scope.conversation_id, source=scope.source,
+                                              inbound_message_id=inbound.id if inbound else None, job_id=job_id)
+        log.info("turn.started", source=str(scope.source))
+        try:
+            async with self._indicator(scope.conversation_id) as progress:
+                scope.progress = progress
+                result = await self._run_loop(scope, inbound, prompt)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._interrupted(scope, inbound))
+            raise
+        except LLMNotConfigured as exc:
+            return await self._fail(scope, inbound, exc.hint, error="llm not configured")
+        except LLMError as exc:
+            return await self._fail(scope, inbound, LLM_DOWN, error=str(exc))
+        except Exception as exc:
+            log.exception("turn.crashed")
+            return await self._fail(scope, inbound, INTERNAL_ERROR, error=type(exc).__name__)
+        return await self._finish(scope, inbound, result)
+
+    async def _run_loop(self, scope: TurnScope, inbound: StoredMessage | None, prompt: str | None) -> TurnResult:
+        messages, s = self._store.messages, self._settings
+        cid = scope.conversation_id
+        up_to = inbound.id if inbound else await messages.last_id(cid)
+        summary = await messages.latest_summary(cid)
+        previous = await messages.previous_time(cid, inbound.id if inbound else up_to + 1)
+        system_prompt = build_system_prompt(
+            system_prompt=s.system_prompt, name=s.name, summary=summary.summary if summary else None,
+            now=self._clock.now(), zone=s.zone, previous_message_at=parse_iso(previous) if previous else None,
+        )
+        history: list[dict[str, Any]] = list(await self.history(cid, up_to))
+        if prompt is not None:
+            history.append({"role": "user", "content": PROACTIVE_NOTE.format(prompt=prompt)})
+        return await run_agent_loop(self._llm, self._registry, system_prompt, history, s.max_model_calls, scope=scope)
+
+    async def _finish(self, scope: TurnScope, inbound: StoredMessage | None, result: TurnResult) -> TurnOutcome:
+        existing = await self._store.artifacts.existing_paths(produced_urls(result.tool_results))
+        text = check_links(result.text, result.tool_results, admin_base=self._settings.admin_base_url,
+                           existing=existing).text
+        if scope.skipped_actions():
+            text = f"{text}\n\n{skipped_note(scope.skipped_actions())}"
+        await asyncio.shield(self._store.messages.complete_turn(
+            scope.turn_id, inbound_id=inbound.id if inbound else None, conversation_id=scope.conversation_id,
+            reply=text, llm_calls=result.llm_calls, tool_calls=len(result.tool_results),
+            hit_ceiling=result.hit_ceiling, stopped_repeat=result.stopped_repeat,
+        ))
+        await self._outbox.flush(scope.conversation_id)
+        await self._send_confirmations(scope.conversation_id, scope.confirmations)
+        log.info("turn.finished", llm_calls=result.llm_calls, tools=len(result.tool_results), ceiling=result.hit_ceiling)
+        return TurnOutcome(scope.turn_id, True, text, result)
+
+    async def _fail(self, scope: TurnScope, inbound: StoredMessage | None, notice: str, *, error: str) -> TurnOutcome:
+        log.warning("turn.failed", reason=error)
+        notice = with_actions(notice, scope.completed_actions(), [r.id for r in scope.confirmations])
+        if scope.unattended:
+            notice = proactive_failed(notice)
+        await asyncio.shield(self._store.messages.complete_turn(
+            scope.turn_id, inbound_id=inbound.id if inbound else None, conversation_id=scope.conversation_id,
+            reply=notice, llm_calls=scope.llm_calls, tool_calls=len(scope.results), error=error,
+        ))
+        await self._outbox.flush(scope.conversation_id)
+        await self._send_confirmations(scope.conversation_id, scope.confirmations)
+        return TurnOutcome(scope.turn_id, False, notice)
+
+    async def _interrupted(self, scope: TurnScope, inbound: StoredMessage | None) -> None:
+        """The turn was cancelled (shutdown). If nothing acted yet, the message stays pending and
+        is answered at the next start; otherwise answering again could act twice, so the user
+        is told what completed instead (the notice is sent at the next start)."""
+        log.warning("turn.interrupted", tools=len(scope.results))
+        if not scope.results:
+            await self._store.messages.finish_turn(scope.turn_id, status=TurnStatus.FAILED,
+                                                   llm_calls=scope.llm_calls, error="interrupted by shutdown")
+            return
+        notice = interrupted_by_shutdown(scope.completed_actions(), [r.id for r in scope.confirmations])
+        await self._store.messages.complete_turn(
+            scope.turn_id, inbound_id=inbound.id if inbound else None, conversation_id=scope.conversation_id,
+            reply=notice, llm_calls=scope.llm_calls, tool_calls=len(scope.results), error="interrupted by shutdown",
+        )
+
+    # helpers ---------------------------------------------------------------------------------
+
+    async def _ensure(self, conversation_id: str) -> None:
+        conversation = ConversationId.parse(conversation_id)
+        await self._store.messages.ensure_conversation(conversation_id, conversation.channel, conversation.chat_id)
+
+    @asynccontextmanager
+    async def _indicator(self, conversation_id: str) -> AsyncIterator[Progress]:
+        """The channel's live progress while the block runs, or its typing indicator alone."""
+        conversation = ConversationId.parse(conversation_id)
+        channel = self._channels.get(conversation.channel)
+        if channel is None:
+            yield Progress()
+        elif isinstance(channel, ProgressChannel):
+            async with channel.progress(conversation.chat_id) as sink:
+                yield Progress(sink)
+        else:
+            async with channel.thinking(conversation.chat_id):
+                yield Progress()
+
+    async def _send_confirmations(self, conversation_id: str, requests: list[ConfirmationRequest]) -> None:
+        conversation = ConversationId.parse(conversation_id)
+        channel = self._channels.get(conversation.channel)
+        for request in requests:
+            if channel is None:
+                log.warning("confirmation.no_channel", confirmation=request.id)
+                continue
+            try:
+                await channel.send_confirmation(conversation.chat_id, request)
+            except Exception:
+                log.exception("confirmation.send_failed", confirmation=request.id)
+
+
+def _decision_text(decision: Decision, confirmation_id: str) -> str:
+    action = decision.action
+    return decision_text(decision.outcome, confirmation_id.lower(), action.tool_name if action else None,
+                         str(action.status) if action else None)

@@ -1,0 +1,117 @@
+"""The outbox: every reply is stored first, then split, sent and marked, and never dropped.
+
+``post`` stores a reply and sends it; ``flush`` sends what is stored and unsent for one
+conversation, oldest first, so replies keep their order: a reply waits behind an earlier one
+that could not go out. A channel raises ``ChannelSendError``: a retryable failure is tried again
+with exponential backoff (or the platform's ``retry_after``, when it is short enough), up to
+``send_retries`` times; then, or on a permanent failure, the reply stays ``unsent`` with its
+error, and is tried again at the next start and every ``resend_interval_s``. Each piece that
+went out is counted in the row, so a resend never repeats a piece: a reply is delivered once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import structlog
+
+from bruce.channel import Channel, ChannelSendError, split_text
+from bruce.clock import Clock
+from bruce.store import Store, StoredMessage
+from bruce.values import ConversationId, MessageKind, MessageStatus
+
+__all__ = ["Outbox", "OutboxSettings"]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxSettings:
+    send_retries: int = 5
+    backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    max_retry_after_s: float = 60.0  # a longer platform wait is left to the background resend
+    resend_interval_s: float = 60.0
+
+
+class Outbox:
+    def __init__(self, *, store: Store, channels: Mapping[str, Channel], clock: Clock,
+                 settings: OutboxSettings | None = None) -> None:
+        self._messages = store.messages
+        self._channels = channels
+        self._clock = clock
+        self._settings = settings or OutboxSettings()
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    @property
+    def resend_interval_s(self) -> float:
+        return self._settings.resend_interval_s
+
+    async def post(
+        self, conversation_id: str, text: str, *, kind: MessageKind = MessageKind.CHAT, turn_id: str | None = None,
+        inbound_id: int | None = None, inbound_status: MessageStatus = MessageStatus.DONE,
+    ) -> int:
+        """Store a reply (closing ``inbound_id`` in the same transaction), then send it."""
+        reply_id = await asyncio.shield(self._messages.add_outbound(
+            conversation_id, text, turn_id=turn_id, kind=kind, inbound_id=inbound_id, inbound_status=inbound_status))
+        await self.flush(conversation_id)
+        return reply_id
+
+    async def flush(self, conversation_id: str) -> None:
+        """Send every stored, unsent reply of this conversation, oldest first; stop at the first
+        that cannot go out, so that order is kept."""
+        conversation = ConversationId.parse(conversation_id)
+        channel = self._channels.get(conversation.channel)
+        if channel is None:
+            log.warning("outbox.no_channel", conversation=conversation_id)
+            return
+        async with self._locks.setdefault(conversation_id, asyncio.Lock()):
+            for message in await self._messages.unsent(conversation_id):
+                if not await self._send(channel, conversation.chat_id, message):
+                    return
+
+    async def resend_all(self) -> None:
+        """Try every unsent reply of the channels this process serves (start-up and background)."""
+        for conversation_id in await self._messages.conversations_with_unsent():
+            if ConversationId.parse(conversation_id).channel in self._channels:
+                await self.flush(conversation_id)
+
+    async def _send(self, channel: Channel, chat_id: str, message: StoredMessage) -> bool:
+        pieces = split_text(message.text, channel.max_message_length)
+        sent, failures = min(message.parts_sent, len(pieces)), 0
+        while sent < len(pieces):
+            try:
+                await channel.send_text(chat_id, pieces[sent])
+            except ChannelSendError as exc:
+                error = exc
+            except Exception as exc:  # a channel bug: not worth retrying at once, kept for later
+                log.exception("outbox.channel_crashed", message_id=message.id)
+                error = ChannelSendError(type(exc).__name__, retryable=False)
+            else:
+                sent += 1
+                if sent < len(pieces):
+                    await asyncio.shield(self._messages.record_part_sent(message.id, sent))
+                continue
+            failures += 1
+            delay = self._delay(error, failures)
+            if delay is None:
+                await asyncio.shield(self._messages.record_send(
+                    message.id, status=MessageStatus.UNSENT, parts_sent=sent, attempts=failures, error=error.reason))
+                log.warning("outbox.unsent", message_id=message.id, reason=error.reason, attempts=failures)
+                return False
+            log.info("outbox.retry", message_id=message.id, reason=error.reason, wait_s=delay)
+            await self._clock.sleep(delay)
+        await asyncio.shield(self._messages.record_send(
+            message.id, status=MessageStatus.SENT, parts_sent=sent, attempts=failures + 1, error=None))
+        return True
+
+    def _delay(self, error: ChannelSendError, failures: int) -> float | None:
+        """How long to wait before the next try, or None to stop trying for now."""
+        s = self._settings
+        if not error.retryable or failures > s.send_retries:
+            return None
+        if error.retry_after is not None:
+            return error.retry_after if error.retry_after <= s.max_retry_after_s else None
+        return min(s.backoff_s * 2 ** (failures - 1), s.max_backoff_s)

@@ -1,0 +1,54 @@
+"""The one database, by concern: ``Store.open(path, clock)`` gives one connection and one write
+lock shared by ``messages`` (conversations, messages, summaries, turns), ``audit`` (llm_calls,
+tool_executions, idempotency keys), ``confirmations`` and ``artifacts``. New concerns (jobs,
+pairing, memory) get a module here and an attribute on ``Store``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bruce.clock import Clock
+from bruce.store.artifacts import ArtifactStore
+from bruce.store.audit import AuditStore
+from bruce.store.confirmations import ConfirmationStore
+from bruce.store.database import Database
+from bruce.store.messages import MessageStore
+from bruce.store.records import (
+    ActedTool,
+    ArtifactRecord,
+    ConfirmationRecord,
+    LLMCallRecord,
+    StoredMessage,
+    Summary,
+    ToolExecutionRecord,
+)
+
+__all__ = [
+    "Store",
+    "StoredMessage",
+    "Summary",
+    "LLMCallRecord",
+    "ToolExecutionRecord",
+    "ActedTool",
+    "ConfirmationRecord",
+    "ArtifactRecord",
+]
+
+
+class Store:
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self.messages = MessageStore(database)
+        self.audit = AuditStore(database)
+        self.confirmations = ConfirmationStore(database)
+        self.artifacts = ArtifactStore(database)
+
+    @classmethod
+    async def open(cls, path: Path | str, clock: Clock) -> Store:
+        return cls(await Database.open(path, clock))
+
+    async def migrate(self) -> int:
+        return await self.database.migrate()
+
+    async def close(self) -> None:
+        await self.database.close()

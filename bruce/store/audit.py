@@ -1,0 +1,47 @@
+"""The audit trail: one row per model call (``llm_calls``) and per tool execution
+(``tool_executions``), plus the idempotency keys that let a repeated call replay its result."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bruce.store.database import Database
+from bruce.store.records import LLMCallRecord, ToolExecutionRecord, to_json
+
+__all__ = ["AuditStore"]
+
+
+class AuditStore:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def record_llm_call(self, call: LLMCallRecord) -> None:
+        await self._db.execute(
+            "INSERT INTO llm_calls (turn_id, seq, model, status, latency_ms, prompt_tokens,"
+            " completion_tokens, cost_usd, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (call.turn_id, call.seq, call.model, call.status, round(call.latency_ms, 3), call.prompt_tokens,
+             call.completion_tokens, call.cost_usd, call.error, self._db.now()),
+        )
+
+    async def record_tool_execution(self, rec: ToolExecutionRecord) -> int:
+        row_id, _ = await self._db.execute(
+            "INSERT INTO tool_executions (turn_id, conversation_id, call_id, tool_name, risk, input,"
+            " output, status, error, latency_ms, source, idempotency_key, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (rec.turn_id, rec.conversation_id, rec.call_id, rec.tool_name, rec.risk, to_json(rec.input),
+             None if rec.output is None else to_json(rec.output), str(rec.status), rec.error,
+             round(rec.latency_ms, 3), str(rec.source), rec.idempotency_key, self._db.now()),
+        )
+        return row_id
+
+    async def idempotent_result(self, key: str, *, now: str) -> Any | None:
+        row = await self._db.row("SELECT output FROM idempotency_keys WHERE key = ? AND expires_at > ?", (key, now))
+        return json.loads(row["output"]) if row else None
+
+    async def remember_result(self, key: str, tool_name: str, output: Any, *, expires_at: str) -> None:
+        await self._db.execute(
+            "INSERT OR REPLACE INTO idempotency_keys (key, tool_name, output, created_at, expires_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (key, tool_name, json.dumps(output, default=str), self._db.now(), expires_at),
+        )

@@ -1,0 +1,106 @@
+"""The one connection: aiosqlite over SQLite in WAL mode, schema from ``migrations``.
+
+Only the store package runs SQL. Every write commits before it returns, so what a caller was
+told is stored survives a crash. Writers share one connection and take turns on one lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import structlog
+
+from bruce.clock import Clock, utc_iso
+from bruce.errors import StoreError
+from bruce.store.migrations import MIGRATIONS
+
+__all__ = ["Database"]
+
+log = structlog.get_logger(__name__)
+
+
+class Database:
+    """The connection, its write lock and the clock that stamps rows."""
+
+    def __init__(self, connection: aiosqlite.Connection, clock: Clock) -> None:
+        self._db = connection
+        self._clock = clock
+        self._write_lock = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, path: Path | str, clock: Clock) -> Database:
+        path = Path(path)
+        try:
+            if str(path) != ":memory:":
+                path.parent.mkdir(parents=True, exist_ok=True)
+            connection = await aiosqlite.connect(path)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open database {path}: {exc}") from exc
+        database = cls(connection, clock)
+        try:
+            await database._prepare()
+        except BaseException:
+            await connection.close()
+            raise
+        return database
+
+    async def _prepare(self) -> None:
+        db = self._db
+        db.row_factory = sqlite3.Row
+        await db.execute("PRAGMA journal_mode=WAL")
+        await db.execute("PRAGMA foreign_keys=ON")
+        await db.execute("PRAGMA busy_timeout=5000")
+        await db.execute("PRAGMA synchronous=NORMAL")
+        await self.migrate()
+
+    async def migrate(self) -> int:
+        """Apply the migrations this database has not seen; return the schema version."""
+        async with self._db.execute("PRAGMA user_version") as cur:
+            row = await cur.fetchone()
+        version = int(row[0]) if row else 0
+        if version > len(MIGRATIONS):
+            raise StoreError(f"database schema version {version} is newer than this Bruce ({len(MIGRATIONS)})")
+        for target, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            await self._db.executescript(f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {target};\nCOMMIT;")
+            log.info("store.migrated", version=target)
+        return len(MIGRATIONS)
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    def now(self) -> str:
+        return utc_iso(self._clock.now())
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One atomic unit of writes. The connection is shared, so writers take turns: without
+        the lock, another coroutine's commit could land in the middle of this transaction."""
+        async with self._write_lock:
+            try:
+                yield self._db
+                await self._db.commit()
+            except sqlite3.Error as exc:
+                await self._db.rollback()
+                raise StoreError(f"database write failed: {exc}") from exc
+            except BaseException:
+                await self._db.rollback()
+                raise
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> tuple[int, int]:
+        """Run one write in its own transaction; return (lastrowid, rowcount)."""
+        async with self.transaction() as db:
+            cur = await db.execute(sql, params)
+        return int(cur.lastrowid or 0), cur.rowcount
+
+    async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        return list(await self._db.execute_fetchall(sql, params))
+
+    async def row(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        found = await self.rows(sql, params)
+        return found[0] if found else None

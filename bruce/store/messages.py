@@ -1,0 +1,256 @@
+"""Conversations, their messages, session summaries and turns."""
+
+from __future__ import annotations
+
+import aiosqlite
+
+from bruce.store.database import Database
+from bruce.store.records import ActedTool, StoredMessage, Summary, from_row
+from bruce.values import Direction, MessageKind, MessageStatus, ToolStatus, TurnSource, TurnStatus
+
+__all__ = ["MessageStore", "insert_outbound"]
+
+_COLUMNS = (
+    "id, conversation_id, direction, role, kind, sender_id, text, platform_message_id, status, created_at,"
+    " turn_id, parts_sent, send_attempts, send_error"
+)
+# what the model sees of a conversation: notices, expired messages and replies that were never
+# going to be sent stay out; a user's message stays even if its turn failed
+_IN_CONVERSATION = "kind = 'chat' AND status != 'expired' AND NOT (direction = 'out' AND status = 'failed')"
+_UNSENT = "direction = 'out' AND status IN ('pending', 'unsent')"
+
+
+async def insert_outbound(
+    db: aiosqlite.Connection, *, now: str, conversation_id: str, text: str, turn_id: str | None, kind: MessageKind,
+) -> int:
+    """The one way a reply row is written: pending, for the outbox to send."""
+    cur = await db.execute(
+        "INSERT INTO messages (conversation_id, direction, role, kind, text, turn_id, status,"
+        " created_at, updated_at) VALUES (?, 'out', 'assistant', ?, ?, ?, 'pending', ?, ?)",
+        (conversation_id, str(kind), text, turn_id, now, now),
+    )
+    return int(cur.lastrowid or 0)
+
+
+async def _close_inbound(
+    db: aiosqlite.Connection, *, now: str, inbound_id: int, status: MessageStatus, turn_id: str | None,
+) -> None:
+    await db.execute(
+        "UPDATE messages SET status = ?, updated_at = ?, turn_id = COALESCE(?, turn_id) WHERE id = ?",
+        (str(status), now, turn_id, inbound_id),
+    )
+
+
+class MessageStore:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._known_conversations: set[str] = set()
+
+    # conversations and messages ------------------------------------------------------------
+
+    async def ensure_conversation(self, conversation_id: str, channel: str, chat_id: str) -> None:
+        if conversation_id in self._known_conversations:
+            return
+        await self._db.execute(
+            "INSERT OR IGNORE INTO conversations (id, channel, chat_id, created_at) VALUES (?, ?, ?, ?)",
+            (conversation_id, channel, chat_id, self._db.now()),
+        )
+        self._known_conversations.add(conversation_id)
+
+    async def add_inbound(
+        self, conversation_id: str, *, sender_id: str, text: str, platform_message_id: str | None,
+        received_at: str | None = None,
+    ) -> tuple[int, bool]:
+        """Store a user's message as pending. Returns (id, is_new); a redelivered platform
+        message id returns the stored row instead of a duplicate."""
+        now = self._db.now()
+        new_id, inserted = await self._db.execute(
+            "INSERT OR IGNORE INTO messages (conversation_id, direction, role, sender_id, text,"
+            " platform_message_id, status, created_at, updated_at)"
+            " VALUES (?, 'in', 'user', ?, ?, ?, 'pending', ?, ?)",
+            (conversation_id, sender_id, text, platform_message_id, received_at or now, now),
+        )
+        if inserted:
+            return new_id, True
+        row = await self._db.row(
+            "SELECT id FROM messages WHERE conversation_id = ? AND platform_message_id = ? AND direction = 'in'",
+            (conversation_id, platform_message_id),
+        )
+        assert row is not None
+        return int(row["id"]), False
+
+    async def add_outbound(
+        self, conversation_id: str, text: str, *, turn_id: str | None, kind: MessageKind = MessageKind.CHAT,
+        inbound_id: int | None = None, inbound_status: MessageStatus = MessageStatus.DONE,
+    ) -> int:
+        """Store a reply as pending (to be sent). With ``inbound_id``, the message it answers is
+        closed in the same transaction: a crash can neither lose the reply nor answer twice."""
+        now = self._db.now()
+        async with self._db.transaction() as db:
+            reply_id = await insert_outbound(db, now=now, conversation_id=conversation_id, text=text,
+                                             turn_id=turn_id, kind=kind)
+            if inbound_id is not None:
+                await _close_inbound(db, now=now, inbound_id=inbound_id, status=inbound_status, turn_id=turn_id)
+        return reply_id
+
+    async def set_status(self, message_id: int, status: MessageStatus, *, turn_id: str | None = None) -> None:
+        await self._db.execute(
+            "UPDATE messages SET status = ?, updated_at = ?, turn_id = COALESCE(?, turn_id) WHERE id = ?",
+            (str(status), self._db.now(), turn_id, message_id),
+        )
+
+    async def get(self, message_id: int) -> StoredMessage | None:
+        row = await self._db.row(f"SELECT {_COLUMNS} FROM messages WHERE id = ?", (message_id,))
+        return from_row(StoredMessage, row) if row else None
+
+    async def history(self, conversation_id: str, *, limit: int, up_to_id: int, after_id: int = 0) -> list[StoredMessage]:
+        """The last ``limit`` chat messages with ``after_id < id <= up_to_id``, oldest first."""
+        rows = await self._db.rows(
+            f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND id <= ? AND id > ?"
+            f" AND {_IN_CONVERSATION} ORDER BY id DESC LIMIT ?",
+            (conversation_id, up_to_id, after_id, limit),
+        )
+        return [from_row(StoredMessage, r) for r in reversed(rows)]
+
+    async def last_id(self, conversation_id: str) -> int:
+        row = await self._db.row("SELECT MAX(id) AS id FROM messages WHERE conversation_id = ?", (conversation_id,))
+        return int(row["id"]) if row and row["id"] is not None else 0
+
+    async def max_id(self) -> int:
+        row = await self._db.row("SELECT MAX(id) AS id FROM messages")
+        return int(row["id"]) if row and row["id"] is not None else 0
+
+    async def previous_time(self, conversation_id: str, before_id: int) -> str | None:
+        row = await self._db.row(
+            "SELECT created_at FROM messages WHERE conversation_id = ? AND id < ? ORDER BY id DESC LIMIT 1",
+            (conversation_id, before_id),
+        )
+        return str(row["created_at"]) if row else None
+
+    async def to_fold(self, conversation_id: str, *, keep_last: int) -> list[StoredMessage]:
+        """Chat messages older than the last ``keep_last`` and not yet in a summary."""
+        summary = await self.latest_summary(conversation_id)
+        after = summary.up_to_message_id if summary else 0
+        rows = await self._db.rows(
+            f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND id > ?"
+            f" AND {_IN_CONVERSATION} AND status != 'pending' ORDER BY id DESC LIMIT -1 OFFSET ?",
+            (conversation_id, after, keep_last),
+        )
+        return [from_row(StoredMessage, r) for r in reversed(rows)]
+
+    async def with_status(self, direction: Direction, status: MessageStatus, *, up_to_id: int) -> list[StoredMessage]:
+        """E.g. (IN, PENDING): messages a crash left unanswered."""
+        rows = await self._db.rows(
+            f"SELECT {_COLUMNS} FROM messages WHERE direction = ? AND status = ? AND id <= ? ORDER BY id",
+            (str(direction), str(status), up_to_id),
+        )
+        return [from_row(StoredMessage, r) for r in rows]
+
+    # the outbox's view ------------------------------------------------------------------
+
+    async def unsent(self, conversation_id: str) -> list[StoredMessage]:
+        """Replies of this conversation not (completely) sent yet, oldest first."""
+        rows = await self._db.rows(
+            f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND {_UNSENT} ORDER BY id",
+            (conversation_id,),
+        )
+        return [from_row(StoredMessage, r) for r in rows]
+
+    async def conversations_with_unsent(self) -> list[str]:
+        rows = await self._db.rows(f"SELECT DISTINCT conversation_id FROM messages WHERE {_UNSENT} ORDER BY id")
+        return [str(r["conversation_id"]) for r in rows]
+
+    async def record_send(
+        self, message_id: int, *, status: MessageStatus, parts_sent: int, attempts: int, error: str | None,
+    ) -> None:
+        await self._db.execute(
+            "UPDATE messages SET status = ?, parts_sent = ?, send_attempts = send_attempts + ?, send_error = ?,"
+            " updated_at = ? WHERE id = ?",
+            (str(status), parts_sent, attempts, error, self._db.now(), message_id),
+        )
+
+    async def record_part_sent(self, message_id: int, parts_sent: int) -> None:
+        """A piece went out: remembered at once, so a resend never repeats it."""
+        await self._db.execute("UPDATE messages SET parts_sent = ?, updated_at = ? WHERE id = ?",
+                               (parts_sent, self._db.now(), message_id))
+
+    # summaries -----------------------------------------------------------------------------
+
+    async def latest_summary(self, conversation_id: str) -> Summary | None:
+        row = await self._db.row(
+            "SELECT summary, up_to_message_id, created_at FROM session_summaries"
+            " WHERE conversation_id = ? ORDER BY id DESC LIMIT 1",
+            (conversation_id,),
+        )
+        return from_row(Summary, row) if row else None
+
+    async def add_summary(self, conversation_id: str, summary: str, *, up_to_message_id: int) -> None:
+        await self._db.execute(
+            "INSERT INTO session_summaries (conversation_id, summary, up_to_message_id, created_at) VALUES (?, ?, ?, ?)",
+            (conversation_id, summary, up_to_message_id, self._db.now()),
+        )
+
+    # turns -----------------------------------------------------------------------------------
+
+    async def start_turn(
+        self, turn_id: str, conversation_id: str, *, source: TurnSource, inbound_message_id: int | None,
+        job_id: str | None = None,
+    ) -> None:
+        await self._db.execute(
+            "INSERT INTO turns (id, conversation_id, inbound_message_id, source, status, started_at, job_id)"
+            " VALUES (?, ?, ?, ?, 'running', ?, ?)",
+            (turn_id, conversation_id, inbound_message_id, str(source), self._db.now(), job_id),
+        )
+
+    async def finish_turn(
+        self, turn_id: str, *, status: TurnStatus, llm_calls: int = 0, tool_calls: int = 0,
+        hit_ceiling: bool = False, stopped_repeat: bool = False, error: str | None = None,
+    ) -> None:
+        await self._db.execute(
+            "UPDATE turns SET status = ?, llm_calls = ?, tool_calls = ?, hit_ceiling = ?,"
+            " stopped_repeat = ?, error = ?, finished_at = ? WHERE id = ?",
+            (str(status), llm_calls, tool_calls, int(hit_ceiling), int(stopped_repeat), error, self._db.now(), turn_id),
+        )
+
+    async def complete_turn(
+        self, turn_id: str, *, conversation_id: str, reply: str, llm_calls: int, tool_calls: int,
+        inbound_id: int | None = None, hit_ceiling: bool = False, stopped_repeat: bool = False,
+        error: str | None = None,
+    ) -> int:
+        """Store the reply (pending, to be sent), close the message it answers and the turn: all
+        or nothing, so a crash can neither lose the reply nor answer the message twice. With
+        ``error`` the turn failed and the reply is a notice (kept out of the model's history)."""
+        now = self._db.now()
+        failed = error is not None
+        async with self._db.transaction() as db:
+            reply_id = await insert_outbound(db, now=now, conversation_id=conversation_id, text=reply, turn_id=turn_id,
+                                             kind=MessageKind.NOTICE if failed else MessageKind.CHAT)
+            if inbound_id is not None:
+                await _close_inbound(db, now=now, inbound_id=inbound_id, turn_id=turn_id,
+                                     status=MessageStatus.FAILED if failed else MessageStatus.DONE)
+            await db.execute(
+                "UPDATE turns SET status = ?, llm_calls = ?, tool_calls = ?, hit_ceiling = ?, stopped_repeat = ?,"
+                " error = ?, finished_at = ? WHERE id = ?",
+                (str(TurnStatus.FAILED if failed else TurnStatus.OK), llm_calls, tool_calls, int(hit_ceiling),
+                 int(stopped_repeat), error, now, turn_id),
+            )
+        return reply_id
+
+    async def actions_for_message(self, message_id: int) -> list[ActedTool]:
+        """Tool calls that acted (or asked for approval) in turns that handled this message, dry
+        runs excepted: what a crash interrupted, so that the message is not blindly redone."""
+        rows = await self._db.rows(
+            "SELECT te.tool_name, te.status, json_extract(te.output, '$.confirmation_id') AS confirmation_id"
+            " FROM tool_executions te JOIN turns t ON te.turn_id = t.id"
+            " WHERE t.inbound_message_id = ? AND te.status IN ('ok', 'awaiting_confirmation')"
+            " AND COALESCE(json_extract(te.output, '$.dry_run'), 0) = 0 ORDER BY te.id",
+            (message_id,),
+        )
+        return [ActedTool(str(r["tool_name"]), ToolStatus(r["status"]), r["confirmation_id"]) for r in rows]
+
+    async def fail_running_turns(self, message_id: int, *, error: str) -> None:
+        await self._db.execute(
+            "UPDATE turns SET status = 'failed', error = ?, finished_at = ? WHERE inbound_message_id = ?"
+            " AND status = 'running'",
+            (error, self._db.now(), message_id),
+        )

@@ -1,0 +1,134 @@
+"""Every English sentence Bruce itself says to the user, in one place.
+
+What the model writes is the model's; these are the lines written by code: failure notices,
+decisions on requests, recovery notes. A notice never hides an action: whatever completed, or
+waits for approval, is named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bruce.values import DecisionOutcome
+
+__all__ = [
+    "LLM_DOWN",
+    "INTERNAL_ERROR",
+    "NOT_FINISHED",
+    "UNGROUNDED_LINK",
+    "actions_note",
+    "with_actions",
+    "message_too_long",
+    "expired_while_offline",
+    "interrupted_by_shutdown",
+    "interrupted_by_crash",
+    "interrupted_action",
+    "skipped_note",
+    "proactive_failed",
+    "command_usage",
+    "decision_text",
+    "action_outcome",
+    "llm_not_configured",
+]
+
+LLM_DOWN = "I can't reach the language model right now, so I couldn't answer. Please try again in a few minutes."
+INTERNAL_ERROR = "Something went wrong on my side while answering. Please try again."
+NOT_FINISHED = "I could not finish this within the steps I'm allowed."
+UNGROUNDED_LINK = "(I removed a link I could not actually produce: no tool created it in this turn.)"
+
+
+def _snippet(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def actions_note(done: Sequence[str], waiting: Sequence[str]) -> str:
+    """What did happen, in words: a failure notice must never hide an action, nor an approval
+    request the user has not seen."""
+    parts = []
+    if done:
+        parts.append(f"These actions completed: {', '.join(done)}.")
+    if waiting:
+        parts.append("Waiting for your approval: " + ", ".join(f"/approve {w}" for w in waiting) + ".")
+    return " ".join(parts) if parts else "Nothing was done."
+
+
+def with_actions(notice: str, done: Sequence[str], waiting: Sequence[str]) -> str:
+    return f"{notice} {actions_note(done, waiting)}"
+
+
+def message_too_long(chars: int, limit: int) -> str:
+    return (f"Your message is {chars} characters long; I accept at most {limit}. "
+            "Nothing was done with it. Please send it in shorter parts.")
+
+
+def expired_while_offline(when: str, text: str) -> str:
+    return (f"Sorry: I was offline when you sent this ({when}) and did not answer it: \"{_snippet(text)}\". "
+            "Nothing was done about it; please send it again if it still matters.")
+
+
+def interrupted_by_shutdown(done: Sequence[str], waiting: Sequence[str]) -> str:
+    return with_actions("I was stopped while answering this, so I could not finish.", done, waiting) + (
+        " Ask again if you still need the rest.")
+
+
+def interrupted_by_crash(text: str, done: Sequence[str], waiting: Sequence[str]) -> str:
+    return (f"I was interrupted while answering \"{_snippet(text)}\". {actions_note(done, waiting)} "
+            "Ask again if you still need the rest.")
+
+
+def interrupted_action(confirmation_id: str, tool_name: str) -> str:
+    return (f"Request {confirmation_id} ({tool_name}) was interrupted by a restart while running; "
+            "it may or may not have completed. Please check before asking again.")
+
+
+def skipped_note(tools: Sequence[str]) -> str:
+    names = ", ".join(dict.fromkeys(tools))
+    return (f"(Skipped: {names}. It needs your approval, and a scheduled turn never runs such an action; "
+            "ask me in chat if you want it done.)")
+
+
+def proactive_failed(notice: str) -> str:
+    return f"I could not complete a scheduled task. {notice}"
+
+
+def command_usage(name: str) -> str:
+    return f"Usage: /{name} ID, with the 8-character id shown in the request."
+
+
+def decision_text(outcome: DecisionOutcome, confirmation_id: str, tool_name: str | None, status: str | None) -> str:
+    cid, tool = confirmation_id, tool_name or "the action"
+    match outcome:
+        case DecisionOutcome.NOT_FOUND:
+            return f"There is no request {cid} in this conversation. Nothing was run."
+        case DecisionOutcome.WRONG_USER:
+            return f"Only the person who asked can decide on request {cid}. Nothing was run."
+        case DecisionOutcome.EXPIRED:
+            return f"Request {cid} has expired; nothing was run. Ask again if you still want it."
+        case DecisionOutcome.ALREADY_DECIDED:
+            return f"Request {cid} was already handled ({status or 'decided'}); nothing more was run."
+        case DecisionOutcome.NEEDS_STEP_UP:
+            return (f"Request {cid} ({tool}) is critical: it can only be approved by the owner on the machine "
+                    f"running Bruce, with `bruce approve {cid}`. Nothing has run yet.")
+        case DecisionOutcome.DENIED:
+            return f"Denied: {tool} will not run (request {cid})."
+        case DecisionOutcome.APPROVED:
+            return f"Approved: {tool} is running (request {cid}); I'll report the outcome here."
+        case DecisionOutcome.QUEUED:
+            return f"Approved: {tool} will run shortly (request {cid})."
+    raise AssertionError(outcome)
+
+
+def action_outcome(confirmation_id: str, tool_name: str, ok: bool, error: str | None) -> str:
+    """The code-written first line about an approved action: sent even if the model is down."""
+    if ok:
+        return f"Done: {tool_name} ran (request {confirmation_id})."
+    return f"{tool_name} did not succeed (request {confirmation_id}): {error}"
+
+
+def llm_not_configured(model: str, env: str) -> str:
+    return (
+        f"No API key is configured for the language model {model}. "
+        f"Set the environment variable {env} (config: llm.api_key: \"${{{env}}}\"), "
+        "or point llm.api_base at a local OpenAI-compatible server such as Ollama "
+        "(e.g. llm.model: ollama_chat/llama3.2, llm.api_base: http://127.0.0.1:11434)."
+    )

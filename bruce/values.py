@@ -1,0 +1,114 @@
+"""Small typed values that cross modules: the statuses, sources and kinds stored in the
+database, and the conversation id. Each is parsed and formatted here, and only here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = [
+    "ConversationId",
+    "Direction",
+    "MessageKind",
+    "MessageStatus",
+    "TurnSource",
+    "TurnStatus",
+    "ToolStatus",
+    "ConfirmationState",
+    "DecidedVia",
+    "DecisionOutcome",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationId:
+    """``<channel>:<chat id>``, e.g. ``telegram:123456``. The chat id may itself contain colons."""
+
+    channel: str
+    chat_id: str
+
+    @classmethod
+    def parse(cls, text: str) -> ConversationId:
+        channel, sep, chat_id = str(text).partition(":")
+        if not sep or not channel or not chat_id:
+            raise ValueError(f"not a conversation id (channel:chat): {text!r}")
+        return cls(channel, chat_id)
+
+    def __str__(self) -> str:
+        return f"{self.channel}:{self.chat_id}"
+
+
+class Direction(StrEnum):
+    IN = "in"
+    OUT = "out"
+
+
+class MessageKind(StrEnum):
+    CHAT = "chat"  # part of the conversation the model sees
+    NOTICE = "notice"  # apologies and error notes: sent and stored, kept out of the model's history
+
+
+class MessageStatus(StrEnum):
+    # inbound: pending -> done | failed | expired
+    PENDING = "pending"
+    DONE = "done"
+    FAILED = "failed"
+    EXPIRED = "expired"
+    # outbound: pending -> sent | unsent (kept and re-sent); 'failed' only in old databases
+    SENT = "sent"
+    UNSENT = "unsent"
+
+
+class TurnSource(StrEnum):
+    CHAT = "chat"
+    PROACTIVE = "proactive"
+    CONFIRMATION = "confirmation"
+    SUMMARY = "summary"
+
+
+class TurnStatus(StrEnum):
+    RUNNING = "running"
+    OK = "ok"
+    FAILED = "failed"
+
+
+class ToolStatus(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    INVALID_ARGS = "invalid_args"
+    UNKNOWN_TOOL = "unknown_tool"
+    DENIED = "denied"
+    AWAITING_CONFIRMATION = "awaiting_confirmation"
+    SKIPPED = "skipped"  # needs approval, but the turn has nobody to ask (a proactive turn)
+
+
+class ConfirmationState(StrEnum):
+    # pending -> running (approved in chat) | approved (approved locally; the daemon picks it up)
+    #         | denied | expired;  approved -> running | expired;  running -> executed | failed
+    PENDING = "pending"
+    APPROVED = "approved"
+    RUNNING = "running"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    EXECUTED = "executed"
+    FAILED = "failed"
+
+
+class DecidedVia(StrEnum):
+    CHAT = "chat"  # a typed /approve or a button press in the conversation
+    CLI = "cli"  # `bruce approve` on the machine
+    ADMIN = "admin"
+
+
+class DecisionOutcome(StrEnum):
+    """What became of a user's approve / deny."""
+
+    APPROVED = "approved"  # approved in chat: it runs now
+    QUEUED = "queued"  # approved locally: the daemon serving the conversation runs it
+    DENIED = "denied"
+    NOT_FOUND = "not_found"
+    EXPIRED = "expired"
+    ALREADY_DECIDED = "already_decided"
+    WRONG_USER = "wrong_user"
+    NEEDS_STEP_UP = "needs_step_up"
