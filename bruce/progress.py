@@ -86,7 +86,7 @@ class Progress:
             async with asyncio.timeout(EMIT_TIMEOUT_S):
                 await self._sink.emit(event)
         except Exception as exc:  # a preview failed; the turn does not care
-            log.warning("progress.emit_failed", event=type(event).__name__, error=type(exc).__name__)
+            log.warning("progress.emit_failed", progress=type(event).__name__, error=type(exc).__name__)
 
 
 NO_PROGRESS = Progress()

@@ -197,14 +197,15 @@ async def test_critical_tool_needs_the_owners_local_approval(make_config, clock,
 async def test_unattended_turn_never_runs_a_tool_that_needs_confirmation(app_factory, notes):
     app = await app_factory(tools={"files": {"notes_dir": str(notes)}})
     await app.store.messages.ensure_conversation("test:c1", "test", "c1")
-    scope = TurnScope(new_turn_id(), "test:c1", None, source="proactive")
+    scope = TurnScope(new_turn_id(), "test:c1", None, source="proactive", unattended=True)
     await app.store.messages.start_turn(scope.turn_id, "test:c1", source="proactive", inbound_message_id=None)
+    assert "files_write" not in json.dumps(app.registry.definitions(scope))  # not even offered
     result = await app.registry.execute(ToolCall("c1", "files_write", json.dumps({"path": "a.md", "content": "x"})), scope)
-    assert result.status == "awaiting_confirmation"
+    assert result.status == "skipped" and "nobody can approve it" in result.error
     assert not (notes / "a.md").exists()
-    assert len(scope.confirmations) == 1
-    (audit,) = await rows(app, "SELECT status, source FROM tool_executions")
-    assert audit == {"status": "awaiting_confirmation", "source": "proactive"}
+    assert scope.confirmations == [] and await rows(app, "SELECT id FROM pending_confirmations") == []
+    (audit,) = await rows(app, "SELECT tool_name, status, source FROM tool_executions")
+    assert audit == {"tool_name": "files.write", "status": "skipped", "source": "proactive"}
 
 
 async def test_dry_run_previews_without_confirmation_or_side_effects(app_factory, fake_llm, notes):

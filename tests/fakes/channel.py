@@ -1,7 +1,7 @@
 """A recording channel: what Bruce sent, and when the thinking indicator was on.
 
 ``failures`` scripts send failures: each ``send_text`` pops the first one and raises it (a
-``ChannelSendError``, or any exception to play a channel bug). ``ProgressRecordingChannel``
+``ChannelSendError``, or any exception to play a channel bug; None lets that send through). ``ProgressRecordingChannel``
 also shows progress, and records every event it was shown.
 """
 
@@ -27,7 +27,7 @@ class RecordingChannel:
         self.thinking_spans: list[str] = []
         self.thinking_now = 0  # how many thinking indicators are on at this moment
         self.inbound: Inbound | None = None
-        self.failures: list[BaseException] = []
+        self.failures: list[BaseException | None] = []  # None: that send goes through
         self.fail_sends = False  # every send fails, permanently
 
     async def start(self, inbound: Inbound) -> None:
@@ -40,8 +40,9 @@ class RecordingChannel:
         self.attempts += 1
         if self.fail_sends:
             raise ChannelSendError("platform unreachable", retryable=False)
-        if self.failures:
-            raise self.failures.pop(0)
+        failure = self.failures.pop(0) if self.failures else None
+        if failure is not None:
+            raise failure
         self.sent.append((chat_id, text))
 
     @asynccontextmanager

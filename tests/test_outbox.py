@@ -1,0 +1,143 @@
+"""The outbox: a reply is stored, then sent; retryable failures are retried (honouring the
+platform's retry_after), permanent ones leave it unsent and it is sent again later, once, in
+order."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bruce.app import build_app
+from bruce.errors import ChannelSendError
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.llm_server import Step
+from tests.helpers import rows, say
+
+
+def rate_limited(retry_after: float | None = None) -> ChannelSendError:
+    return ChannelSendError("rate limited (429)", retryable=True, retry_after=retry_after)
+
+
+async def replies(app):
+    return await rows(app, "SELECT text, status, parts_sent, send_attempts, send_error FROM messages"
+                           " WHERE direction = 'out' ORDER BY id")
+
+
+async def test_a_retryable_failure_is_retried_after_the_platforms_retry_after(app, fake_llm, channel, clock):
+    channel.failures = [rate_limited(retry_after=2.5)]
+    fake_llm.add(Step.text("hello"))
+    await say(app, "hi")
+    assert channel.texts() == ["hello"] and channel.attempts == 2
+    assert clock.sleeps == [2.5]
+    assert await replies(app) == [
+        {"text": "hello", "status": "sent", "parts_sent": 1, "send_attempts": 2, "send_error": None}]
+
+
+async def test_without_retry_after_the_backoff_doubles(app_factory, fake_llm, channel, clock):
+    app = await app_factory(channels={"send_backoff_s": 0.5})
+    channel.failures = [rate_limited(), ChannelSendError("HTTP 502", retryable=True), rate_limited()]
+    await say(app, "hi")
+    assert clock.sleeps == [0.5, 1.0, 2.0] and channel.texts() == ["ok"]
+
+
+async def test_a_permanent_failure_is_kept_unsent_with_its_error(app, fake_llm, channel, clock):
+    channel.failures = [ChannelSendError("chat not found", retryable=False)]
+    await say(app, "hi")
+    assert channel.texts() == [] and clock.sleeps == []
+    assert await replies(app) == [
+        {"text": "ok", "status": "unsent", "parts_sent": 0, "send_attempts": 1, "send_error": "chat not found"}]
+    (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction = 'in'")
+    assert inbound["status"] == "done"  # answered; the answer waits in the outbox
+
+
+async def test_retries_stop_at_send_retries(app_factory, fake_llm, channel, clock):
+    app = await app_factory(channels={"send_retries": 2})
+    channel.failures = [rate_limited(1) for _ in range(5)]
+    await say(app, "hi")
+    assert channel.attempts == 3 and clock.sleeps == [1, 1] and channel.texts() == []
+    ((reply),) = await replies(app)
+    assert reply["status"] == "unsent" and reply["send_error"] == "rate limited (429)"
+
+
+async def test_a_long_platform_wait_is_left_to_the_background_resend(app, fake_llm, channel, clock):
+    channel.failures = [rate_limited(retry_after=3600)]
+    await say(app, "hi")
+    assert clock.sleeps == [] and (await replies(app))[0]["status"] == "unsent"
+
+
+async def test_an_unsent_reply_is_sent_at_the_next_start_exactly_once(make_config, clock, fake_llm):
+    config = make_config()
+    down = RecordingChannel("test")
+    down.fail_sends = True
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[down])
+    await app.start()
+    fake_llm.add(Step.text("your answer"))
+    await say(app, "question")
+    await app.stop()
+    assert down.texts() == []
+
+    for _ in range(2):  # two more lives: the first sends it, the second has nothing to send
+        up = RecordingChannel("test")
+        app = await build_app(config, clock=clock, environ={}, extra_channels=[up])
+        await app.start()
+        await app.worker.wait_idle()
+        await app.stop()
+        sent = up.texts()
+        if _ == 0:
+            assert sent == ["your answer"]
+        else:
+            assert sent == []
+    assert len(fake_llm.requests) == 1  # re-sent, not re-answered
+
+
+async def test_replies_keep_their_order_behind_an_unsent_one(app, fake_llm, channel):
+    fake_llm.add(Step.text("first answer"), Step.text("second answer"))
+    channel.failures = [ChannelSendError("network down", retryable=False)]
+    await say(app, "one")
+    await say(app, "two")  # waits behind "first answer": sending it first would break the order
+    assert channel.texts() == ["first answer", "second answer"]
+    assert [r["status"] for r in await replies(app)] == ["sent", "sent"]
+
+
+async def test_a_later_reply_does_not_overtake_while_the_first_still_fails(app, fake_llm, channel):
+    fake_llm.add(Step.text("first answer"), Step.text("second answer"))
+    channel.fail_sends = True
+    await say(app, "one")
+    await say(app, "two")
+    assert channel.attempts == 2 and channel.texts() == []  # each flush stops at the first unsent reply
+    channel.fail_sends = False
+    await app.outbox.resend_all()
+    assert channel.texts() == ["first answer", "second answer"]
+
+
+async def test_pieces_already_sent_are_not_sent_again(app, fake_llm, channel):
+    channel.max_message_length = 20
+    fake_llm.add(Step.text("alpha beta gamma. delta epsilon zeta. eta theta iota."))
+    channel.failures = [None, ChannelSendError("network down", retryable=False)]  # the 2nd piece fails
+    await say(app, "long please")
+    first = channel.texts()
+    assert first == ["alpha beta gamma."]
+    assert (await replies(app))[0]["parts_sent"] == 1
+    await app.outbox.resend_all()
+    assert channel.texts() == ["alpha beta gamma.", "delta epsilon zeta.", "eta theta iota."]
+    assert (await replies(app))[0] | {"text": ""} == {
+        "text": "", "status": "sent", "parts_sent": 3, "send_attempts": 2, "send_error": None}
+
+
+async def test_unsent_replies_are_retried_in_the_background(app_factory, fake_llm, channel):
+    app = await app_factory(channels={"resend_interval_s": 0.05})
+    channel.fail_sends = True
+    await say(app, "hi")
+    channel.fail_sends = False
+    for _ in range(200):
+        if channel.texts():
+            break
+        await asyncio.sleep(0.01)
+    assert channel.texts() == ["ok"]
+    assert (await replies(app))[0]["status"] == "sent"
+
+
+async def test_a_channel_bug_leaves_the_reply_unsent_not_lost(app, fake_llm, channel):
+    channel.failures = [RuntimeError("adapter bug")]
+    await say(app, "hi")
+    assert (await replies(app))[0] == {"text": "ok", "status": "unsent", "parts_sent": 0, "send_attempts": 1,
+                                       "send_error": "RuntimeError"}
