@@ -27,7 +27,8 @@ run: install
 
 test: install-test
 	$(BIN)/ruff check bruce channels tools tests benchmarks
-	$(BIN)/mypy bruce channels tools
+	$(BIN)/mypy --strict bruce channels
+	$(BIN)/mypy tools
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: install-test

@@ -176,5 +176,6 @@ def _render_preview(preview: Any) -> str:
         return preview
     if isinstance(preview, dict) and isinstance(preview.get("diff"), str):
         rest = {k: v for k, v in preview.items() if k != "diff"}
-        return json.dumps(rest, ensure_ascii=False) + "\n" + preview["diff"]
+        diff: str = preview["diff"]
+        return json.dumps(rest, ensure_ascii=False) + "\n" + diff
     return json.dumps(preview, ensure_ascii=False, indent=2)

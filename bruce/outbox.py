@@ -112,6 +112,7 @@ class Outbox:
         s = self._settings
         if not error.retryable or failures > s.send_retries:
             return None
-        if error.retry_after is not None:
-            return error.retry_after if error.retry_after <= s.max_retry_after_s else None
-        return min(s.backoff_s * 2 ** (failures - 1), s.max_backoff_s)
+        wait = error.retry_after
+        if wait is not None:
+            return wait if wait <= s.max_retry_after_s else None
+        return min(s.backoff_s * 2.0 ** (failures - 1), s.max_backoff_s)

@@ -274,7 +274,9 @@ class ToolRegistry:
             # a loose schema (additionalProperties allowed) must not turn dry_run into a way around
             # confirmation for a tool that cannot preview
             raise ToolInputInvalid(f"{tool.contract.wire_name} has no dry run; call it without dry_run")
-        return arguments  # type: ignore[no-any-return]
+        if not isinstance(arguments, dict):  # the schema says object; this keeps the type honest
+            raise ToolInputInvalid(f"arguments of {tool.contract.wire_name} must be a JSON object")
+        return arguments
 
     async def _park(self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope) -> ToolResult:
         preview = None
