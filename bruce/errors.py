@@ -17,6 +17,11 @@ BruceError
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bruce.values import LLMCallStatus
+
 __all__ = [
     "BruceError",
     "ConfigError",
@@ -72,7 +77,7 @@ class LLMCallFailed(LLMError):
     """One attempt at one model failed: ``status`` (an llm_calls status), ``reason`` (a short
     label for logs and the audit row) and whether another attempt could help."""
 
-    def __init__(self, *, status: str, reason: str, retryable: bool) -> None:
+    def __init__(self, *, status: LLMCallStatus, reason: str, retryable: bool) -> None:
         self.status = status
         self.reason = reason
         self.retryable = retryable

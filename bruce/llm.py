@@ -30,6 +30,7 @@ from bruce.progress import TextDelta, Thinking
 from bruce.store import LLMCallRecord, Store
 from bruce.texts import llm_not_configured
 from bruce.turn import TurnScope
+from bruce.values import LLMCallStatus
 
 __all__ = ["LLMService", "LLMReply", "provider_key_env"]
 
@@ -88,18 +89,18 @@ def _classify(exc: BaseException, litellm: Any) -> LLMCallFailed:
     """Why one call failed, and whether trying again could help."""
     status = getattr(exc, "status_code", None)
     if isinstance(exc, (TimeoutError, litellm.Timeout)):
-        return LLMCallFailed(status="timeout", reason="timed out", retryable=True)
+        return LLMCallFailed(status=LLMCallStatus.TIMEOUT, reason="timed out", retryable=True)
     if isinstance(exc, litellm.RateLimitError):
-        return LLMCallFailed(status="error", reason="rate limited (429)", retryable=True)
+        return LLMCallFailed(status=LLMCallStatus.ERROR, reason="rate limited (429)", retryable=True)
     if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)):
-        return LLMCallFailed(status="error", reason="the API key was rejected", retryable=False)
+        return LLMCallFailed(status=LLMCallStatus.ERROR, reason="the API key was rejected", retryable=False)
     if isinstance(exc, (litellm.NotFoundError, litellm.BadRequestError)):
-        return LLMCallFailed(status="error", reason=f"request rejected ({status})", retryable=False)
+        return LLMCallFailed(status=LLMCallStatus.ERROR, reason=f"request rejected ({status})", retryable=False)
     if isinstance(exc, (litellm.InternalServerError, litellm.ServiceUnavailableError, litellm.APIConnectionError)):
-        return LLMCallFailed(status="error", reason=f"provider error ({status or 'connection'})", retryable=True)
+        return LLMCallFailed(status=LLMCallStatus.ERROR, reason=f"provider error ({status or 'connection'})", retryable=True)
     retryable = isinstance(status, int) and (status == 429 or status >= 500)
     reason = f"{type(exc).__name__} ({status})" if status else type(exc).__name__
-    return LLMCallFailed(status="error", reason=reason, retryable=retryable)
+    return LLMCallFailed(status=LLMCallStatus.ERROR, reason=reason, retryable=retryable)
 
 
 class LLMService:
@@ -208,12 +209,14 @@ class LLMService:
         reply = _parse(response, endpoint.model)
         cost = _cost(litellm, response)
         await self._record(
-            scope, seq, endpoint.model, "ok", started,
+            scope, seq, endpoint.model, LLMCallStatus.OK, started,
             prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost_usd=cost,
         )
         return reply
 
-    async def _record(self, scope: TurnScope, seq: int, model: str, status: str, started: float, **fields: Any) -> None:
+    async def _record(
+        self, scope: TurnScope, seq: int, model: str, status: LLMCallStatus, started: float, **fields: Any,
+    ) -> None:
         latency_ms = (self._clock.monotonic() - started) * 1000
         await self._store.audit.record_llm_call(
             LLMCallRecord(turn_id=scope.turn_id, seq=seq, model=model, status=status, latency_ms=latency_ms, **fields)

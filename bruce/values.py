@@ -14,6 +14,7 @@ __all__ = [
     "TurnSource",
     "TurnStatus",
     "ToolStatus",
+    "LLMCallStatus",
     "ConfirmationState",
     "DecidedVia",
     "DecisionOutcome",
@@ -81,6 +82,12 @@ class ToolStatus(StrEnum):
     DENIED = "denied"
     AWAITING_CONFIRMATION = "awaiting_confirmation"
     SKIPPED = "skipped"  # needs approval, but the turn has nobody to ask (a proactive turn)
+
+
+class LLMCallStatus(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
 
 
 class ConfirmationState(StrEnum):

@@ -20,7 +20,7 @@ class AuditStore:
         await self._db.execute(
             "INSERT INTO llm_calls (turn_id, seq, model, status, latency_ms, prompt_tokens,"
             " completion_tokens, cost_usd, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (call.turn_id, call.seq, call.model, call.status, round(call.latency_ms, 3), call.prompt_tokens,
+            (call.turn_id, call.seq, call.model, str(call.status), round(call.latency_ms, 3), call.prompt_tokens,
              call.completion_tokens, call.cost_usd, call.error, self._db.now()),
         )
 

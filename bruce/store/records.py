@@ -7,7 +7,7 @@ import sqlite3
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
-from bruce.values import ConfirmationState, Direction, MessageKind, MessageStatus, ToolStatus, TurnSource
+from bruce.values import ConfirmationState, Direction, LLMCallStatus, MessageKind, MessageStatus, ToolStatus, TurnSource
 
 __all__ = [
     "StoredMessage",
@@ -69,7 +69,7 @@ class LLMCallRecord:
     turn_id: str
     seq: int
     model: str
-    status: str
+    status: LLMCallStatus
     latency_ms: float
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
