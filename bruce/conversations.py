@@ -10,6 +10,7 @@ approved action (``run_approved``), and a turn with no inbound message (``run_pr
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ __all__ = ["Conversations", "TurnSettings", "TurnOutcome"]
 
 log = structlog.get_logger(__name__)
 
+_CONFIRMATION_ID = re.compile(r"[0-9a-fA-F]{8}")
 PROACTIVE_NOTE = (
     "This turn was started by a scheduled task, not by a message from the user. The task: {prompt}\n"
     "Do it now and write what the user should read. Nobody can approve actions during this turn."
@@ -131,6 +133,8 @@ class Conversations:
 
     async def post(self, conversation_id: str, text: str) -> int:
         """A message that needs no model (a reminder): stored, then sent through the outbox."""
+        if not text.strip():
+            raise ValueError("post: the text is empty")
         await self._ensure(conversation_id)
         return await self._outbox.post(conversation_id, text)
 
@@ -157,8 +161,12 @@ class Conversations:
         """A decision from a button: the same single-use, user-bound, expiring rules as
         ``/approve ID``. Returns the report for the channel and, when approved, the action for
         the caller to run (``run_approved``)."""
-        decision = await self._confirmations.decide_in_chat(
-            confirmation_id.lower(), conversation_id=conversation_id, user_id=user_id, approve=approve)
+        if not _CONFIRMATION_ID.fullmatch(confirmation_id):  # a forged button: nothing to look up
+            decision = Decision(DecisionOutcome.NOT_FOUND)
+            confirmation_id = confirmation_id[:16]
+        else:
+            decision = await self._confirmations.decide_in_chat(
+                confirmation_id.lower(), conversation_id=conversation_id, user_id=user_id, approve=approve)
         report = DecisionReport(decision.outcome, _decision_text(decision, confirmation_id))
         if decision.outcome is DecisionOutcome.DENIED:
             await self._outbox.post(conversation_id, report.text)  # the conversation keeps the record

@@ -2,10 +2,12 @@
 
 ``post`` stores a reply and sends it; ``flush`` sends what is stored and unsent for one
 conversation, oldest first, so replies keep their order: a reply waits behind an earlier one
-that could not go out. A channel raises ``ChannelSendError``: a retryable failure is tried again
-with exponential backoff (or the platform's ``retry_after``, when it is short enough), up to
-``send_retries`` times; then, or on a permanent failure, the reply stays ``unsent`` with its
-error, and is tried again at the next start and every ``resend_interval_s``. Each piece that
+that the platform could not take for now. A channel raises ``ChannelSendError``: a retryable
+failure is tried again with exponential backoff (or the platform's ``retry_after``, when it is
+short enough), up to ``send_retries`` times; then, or on a permanent failure, the reply stays
+``unsent`` with its error, and is tried again at the next start and every
+``resend_interval_s``. A permanent failure (the platform refused that message) does not hold
+back the replies after it: one bad message must not silence a conversation. Each piece that
 went out is counted in the row, so a resend never repeats a piece: a reply is delivered once.
 """
 
@@ -69,8 +71,9 @@ class Outbox:
             return
         async with self._locks.setdefault(conversation_id, asyncio.Lock()):
             for message in await self._messages.unsent(conversation_id):
-                if not await self._send(channel, conversation.chat_id, message):
-                    return
+                failure = await self._send(channel, conversation.chat_id, message)
+                if failure is not None and failure.retryable:
+                    return  # the platform cannot take it now: later replies wait behind it
 
     async def resend_all(self) -> None:
         """Try every unsent reply of the channels this process serves (start-up and background)."""
@@ -78,7 +81,8 @@ class Outbox:
             if ConversationId.parse(conversation_id).channel in self._channels:
                 await self.flush(conversation_id)
 
-    async def _send(self, channel: Channel, chat_id: str, message: StoredMessage) -> bool:
+    async def _send(self, channel: Channel, chat_id: str, message: StoredMessage) -> ChannelSendError | None:
+        """Send the rest of one reply; the failure that left it unsent, or None once it is sent."""
         pieces = split_text(message.text, channel.max_message_length)
         sent, failures = min(message.parts_sent, len(pieces)), 0
         while sent < len(pieces):
@@ -100,12 +104,12 @@ class Outbox:
                 await asyncio.shield(self._messages.record_send(
                     message.id, status=MessageStatus.UNSENT, parts_sent=sent, attempts=failures, error=error.reason))
                 log.warning("outbox.unsent", message_id=message.id, reason=error.reason, attempts=failures)
-                return False
+                return error
             log.info("outbox.retry", message_id=message.id, reason=error.reason, wait_s=delay)
             await self._clock.sleep(delay)
         await asyncio.shield(self._messages.record_send(
             message.id, status=MessageStatus.SENT, parts_sent=sent, attempts=failures + 1, error=None))
-        return True
+        return None
 
     def _delay(self, error: ChannelSendError, failures: int) -> float | None:
         """How long to wait before the next try, or None to stop trying for now."""

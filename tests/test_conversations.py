@@ -91,6 +91,8 @@ async def test_post_sends_a_stored_text_without_the_model(app, fake_llm, channel
     assert channel.sent == [("c2", "Reminder: take the bins out.")] and fake_llm.requests == []
     (row,) = await rows(app, "SELECT id, text, status, kind FROM messages")
     assert row == {"id": message_id, "text": "Reminder: take the bins out.", "status": "sent", "kind": "chat"}
+    with pytest.raises(ValueError, match="empty"):
+        await app.worker.post("test:c2", "  ")
     fake_llm.add(Step.text("Great."))
     await say(app, "done", chat="c2")
     assert {"role": "assistant", "content": "Reminder: take the bins out."} in fake_llm.requests[0]["messages"]
@@ -131,6 +133,8 @@ async def test_only_the_requesting_user_may_press_the_button(app_factory, fake_l
     assert report.outcome is DecisionOutcome.WRONG_USER and "Only the person who asked" in report.text
     wrong_chat = await app.worker.decide("test:other", "u1", request.id, True)
     assert wrong_chat.outcome is DecisionOutcome.NOT_FOUND
+    forged = await app.worker.decide("test:c1", "u1", "x' OR 1=1; --" * 1000, True)
+    assert forged.outcome is DecisionOutcome.NOT_FOUND and len(forged.text) < 200
     await app.worker.wait_idle()
     assert not (notes / "todo.md").exists() and channel.sent == before  # nothing posted, nothing run
     (row,) = await rows(app, "SELECT status FROM pending_confirmations")

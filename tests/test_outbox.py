@@ -89,24 +89,36 @@ async def test_an_unsent_reply_is_sent_at_the_next_start_exactly_once(make_confi
     assert len(fake_llm.requests) == 1  # re-sent, not re-answered
 
 
-async def test_replies_keep_their_order_behind_an_unsent_one(app, fake_llm, channel):
+async def test_replies_keep_their_order_behind_an_unsent_one(app_factory, fake_llm, channel):
+    app = await app_factory(channels={"send_retries": 0})
     fake_llm.add(Step.text("first answer"), Step.text("second answer"))
-    channel.failures = [ChannelSendError("network down", retryable=False)]
+    channel.failures = [rate_limited()]
     await say(app, "one")
-    await say(app, "two")  # waits behind "first answer": sending it first would break the order
+    assert channel.texts() == []
+    await say(app, "two")  # "first answer" goes out first: sending "second" alone would break the order
     assert channel.texts() == ["first answer", "second answer"]
     assert [r["status"] for r in await replies(app)] == ["sent", "sent"]
 
 
-async def test_a_later_reply_does_not_overtake_while_the_first_still_fails(app, fake_llm, channel):
+async def test_a_later_reply_does_not_overtake_while_the_platform_is_down(app_factory, fake_llm, channel):
+    app = await app_factory(channels={"send_retries": 0})
     fake_llm.add(Step.text("first answer"), Step.text("second answer"))
-    channel.fail_sends = True
+    channel.failures = [rate_limited(), rate_limited()]
     await say(app, "one")
     await say(app, "two")
     assert channel.attempts == 2 and channel.texts() == []  # each flush stops at the first unsent reply
-    channel.fail_sends = False
     await app.outbox.resend_all()
     assert channel.texts() == ["first answer", "second answer"]
+
+
+async def test_a_refused_message_does_not_silence_the_conversation(app, fake_llm, channel):
+    fake_llm.add(Step.text("a reply the platform refuses"), Step.text("second answer"))
+    channel.refused = {"a reply the platform refuses"}
+    await say(app, "one")
+    await say(app, "two")
+    assert channel.texts() == ["second answer"]
+    assert [(r["status"], r["send_error"]) for r in await replies(app)] == [
+        ("unsent", "message rejected"), ("sent", None)]
 
 
 async def test_pieces_already_sent_are_not_sent_again(app, fake_llm, channel):

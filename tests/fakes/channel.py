@@ -29,6 +29,7 @@ class RecordingChannel:
         self.inbound: Inbound | None = None
         self.failures: list[BaseException | None] = []  # None: that send goes through
         self.fail_sends = False  # every send fails, permanently
+        self.refused: set[str] = set()  # texts the platform always rejects, permanently
 
     async def start(self, inbound: Inbound) -> None:
         self.inbound = inbound
@@ -40,6 +41,8 @@ class RecordingChannel:
         self.attempts += 1
         if self.fail_sends:
             raise ChannelSendError("platform unreachable", retryable=False)
+        if text in self.refused:
+            raise ChannelSendError("message rejected", retryable=False)
         failure = self.failures.pop(0) if self.failures else None
         if failure is not None:
             raise failure
