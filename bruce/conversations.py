@@ -96,17 +96,18 @@ class Conversations:
         """One turn at a time per conversation."""
         return self._locks.setdefault(conversation_id, asyncio.Lock())
 
-    async def history(self, conversation_id: str, up_to_id: int | None = None) -> list[dict[str, str]]:
-        """Every message not yet in the summary, at most ``history_limit + summary_batch - 1``:
-        folding keeps ``history_limit - 1`` and waits for ``summary_batch`` more, so no message
-        is ever in neither the summary nor the history."""
+    async def history(self, conversation_id: str, inbound_id: int | None = None) -> list[dict[str, str]]:
+        """Every message stored so far that the summary does not cover, at most
+        ``history_limit + summary_batch - 1`` (folding keeps ``history_limit - 1`` and waits for
+        ``summary_batch`` more, so no message is ever in neither the summary nor the history).
+        With ``inbound_id``, the turn's own message comes last and later user messages of a
+        burst are left to their own turns; replies stored meanwhile are included."""
         s = self._settings
         messages = self._store.messages
-        if up_to_id is None:
-            up_to_id = await messages.last_id(conversation_id)
         summary = await messages.latest_summary(conversation_id)
         rows = await messages.history(conversation_id, limit=s.history_limit + s.summary_batch - 1,
-                                      up_to_id=up_to_id, after_id=summary.up_to_message_id if summary else 0)
+                                      up_to_id=await messages.last_id(conversation_id), inbound_id=inbound_id,
+                                      after_id=summary.up_to_message_id if summary else 0)
         return [{"role": m.role, "content": m.text} for m in rows]
 
     # entries -----------------------------------------------------------------------------
@@ -206,14 +207,13 @@ class Conversations:
     async def _run_loop(self, scope: TurnScope, inbound: StoredMessage | None, prompt: str | None) -> TurnResult:
         messages, s = self._store.messages, self._settings
         cid = scope.conversation_id
-        up_to = inbound.id if inbound else await messages.last_id(cid)
         summary = await messages.latest_summary(cid)
-        previous = await messages.previous_time(cid, inbound.id if inbound else up_to + 1)
+        previous = await messages.previous_time(cid, inbound.id if inbound else await messages.last_id(cid) + 1)
         system_prompt = build_system_prompt(
             system_prompt=s.system_prompt, name=s.name, summary=summary.summary if summary else None,
             now=self._clock.now(), zone=s.zone, previous_message_at=parse_iso(previous) if previous else None,
         )
-        history: list[dict[str, Any]] = list(await self.history(cid, up_to))
+        history: list[dict[str, Any]] = list(await self.history(cid, inbound.id if inbound else None))
         if prompt is not None:
             history.append({"role": "user", "content": PROACTIVE_NOTE.format(prompt=prompt)})
         return await run_agent_loop(self._llm, self._registry, system_prompt, history, s.max_model_calls, scope=scope)

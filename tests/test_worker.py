@@ -356,3 +356,25 @@ async def test_a_second_process_cannot_serve_the_same_channel(make_config, app_f
     with pytest.raises(BruceError, match="already serving the test channel"):
         await second.start()
     await second.stop()
+
+
+async def test_a_burst_keeps_the_history_in_conversation_order(app, fake_llm, channel):
+    """A second message sent while the first is answered sees the first reply, and its own
+    message last; later turns see user, assistant, user, assistant, user."""
+    def responder(body):
+        last = body["messages"][-1]["content"]
+        return Step.delay(0.1, Step.text(f"re: {last}")) if last == "one" else Step.text(f"re: {last}")
+
+    fake_llm.responder = responder
+    first = await app.worker.deliver(incoming(app, "one"))
+    while not fake_llm.requests:  # the first turn is in flight
+        await asyncio.sleep(0.005)
+    second = await app.worker.deliver(incoming(app, "two"))
+    await asyncio.gather(first, second)
+    await say(app, "three")
+    turns = [[(m["role"], m["content"]) for m in r["messages"] if m["role"] != "system"]
+             for r in fake_llm.requests if "running summary" not in r["messages"][0]["content"]]
+    assert turns[1] == [("user", "one"), ("assistant", "re: one"), ("user", "two")]
+    assert turns[2] == [("user", "one"), ("assistant", "re: one"), ("user", "two"), ("assistant", "re: two"),
+                        ("user", "three")]
+    assert channel.texts() == ["re: one", "re: two", "re: three"]

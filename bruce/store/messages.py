@@ -14,10 +14,19 @@ _COLUMNS = (
     "id, conversation_id, direction, role, kind, sender_id, text, platform_message_id, status, created_at,"
     " turn_id, parts_sent, send_attempts, send_error"
 )
-# what the model sees of a conversation: notices, expired messages and replies that were never
-# going to be sent stay out; a user's message stays even if its turn failed
-_IN_CONVERSATION = "kind = 'chat' AND status != 'expired' AND NOT (direction = 'out' AND status = 'failed')"
+
+
+def _in_conversation(alias: str) -> str:
+    """What the model sees of a conversation: notices, expired messages and replies given up on
+    stay out; a user's message stays even if its turn failed."""
+    a = alias
+    return f"{a}kind = 'chat' AND {a}status != 'expired' AND NOT ({a}direction = 'out' AND {a}status = 'failed')"
+
+
+_IN_CONVERSATION = _in_conversation("")
 _UNSENT = "direction = 'out' AND status IN ('pending', 'unsent')"
+_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+_IN_CONVERSATION_M = _in_conversation("m.")
 
 
 async def insert_outbound(
@@ -103,12 +112,25 @@ class MessageStore:
         row = await self._db.row(f"SELECT {_COLUMNS} FROM messages WHERE id = ?", (message_id,))
         return from_row(StoredMessage, row) if row else None
 
-    async def history(self, conversation_id: str, *, limit: int, up_to_id: int, after_id: int = 0) -> list[StoredMessage]:
-        """The last ``limit`` chat messages with ``after_id < id <= up_to_id``, oldest first."""
+    async def history(
+        self, conversation_id: str, *, limit: int, up_to_id: int, after_id: int = 0, inbound_id: int | None = None,
+    ) -> list[StoredMessage]:
+        """The last ``limit`` chat messages with ``after_id < id <= up_to_id``, in conversation
+        order: a reply right after the message it answers (in a burst, a reply is stored after
+        the next message arrived), then storage order.
+
+        With ``inbound_id`` (the message a turn answers), user messages stored after it are
+        left for their own turns; it comes last, as what the model answers."""
+        later_inbound = "" if inbound_id is None else " AND NOT (m.direction = 'in' AND m.id > ?)"
+        params: list[object] = [conversation_id, up_to_id, after_id]
+        if inbound_id is not None:
+            params.append(inbound_id)
         rows = await self._db.rows(
-            f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND id <= ? AND id > ?"
-            f" AND {_IN_CONVERSATION} ORDER BY id DESC LIMIT ?",
-            (conversation_id, up_to_id, after_id, limit),
+            f"SELECT {_M_COLUMNS}, COALESCE(CASE WHEN m.direction = 'out' THEN t.inbound_message_id END, m.id) AS pos"
+            " FROM messages m LEFT JOIN turns t ON t.id = m.turn_id"
+            f" WHERE m.conversation_id = ? AND m.id <= ? AND m.id > ? AND {_IN_CONVERSATION_M}{later_inbound}"
+            " ORDER BY pos DESC, m.direction = 'out' DESC, m.id DESC LIMIT ?",
+            (*params, limit),
         )
         return [from_row(StoredMessage, r) for r in reversed(rows)]
 
@@ -128,13 +150,17 @@ class MessageStore:
         return str(row["created_at"]) if row else None
 
     async def to_fold(self, conversation_id: str, *, keep_last: int) -> list[StoredMessage]:
-        """Chat messages older than the last ``keep_last`` and not yet in a summary."""
+        """Chat messages older than the last ``keep_last`` and not yet in a summary, all older
+        than any message still waiting for its turn (which must see what came before it)."""
         summary = await self.latest_summary(conversation_id)
         after = summary.up_to_message_id if summary else 0
         rows = await self._db.rows(
             f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND id > ?"
-            f" AND {_IN_CONVERSATION} AND status != 'pending' ORDER BY id DESC LIMIT -1 OFFSET ?",
-            (conversation_id, after, keep_last),
+            f" AND {_IN_CONVERSATION} AND status != 'pending'"
+            " AND id < COALESCE((SELECT MIN(id) FROM messages WHERE conversation_id = ? AND direction = 'in'"
+            " AND status = 'pending'), 9223372036854775807)"
+            " ORDER BY id DESC LIMIT -1 OFFSET ?",
+            (conversation_id, after, conversation_id, keep_last),
         )
         return [from_row(StoredMessage, r) for r in reversed(rows)]
 
