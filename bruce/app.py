@@ -183,7 +183,7 @@ async def build_app(
     clock = clock or SystemClock()
     environ = os.environ if environ is None else environ
     redactor = redactor or Redactor(config.secrets())
-    store = await Store.open(config.storage.path, clock)
+    store = await Store.open(config.storage.path, clock, busy_timeout_ms=config.storage.busy_timeout_ms)
     llm = LLMService(config.llm, store=store, clock=clock, environ=environ)
     confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
     registry = await _registry(config, store, clock, redactor, confirmations)
@@ -191,7 +191,8 @@ async def build_app(
     channels.update({c.name: c for c in extra_channels or []})
     a, c = config.assistant, config.channels
     outbox = Outbox(store=store, channels=channels, clock=clock, settings=OutboxSettings(
-        send_retries=c.send_retries, backoff_s=c.send_backoff_s, resend_interval_s=c.resend_interval_s))
+        send_retries=c.send_retries, backoff_s=c.send_backoff_s, resend_interval_s=c.resend_interval_s,
+        resend_max_age_s=c.resend_max_age_s))
     desk = ApprovalDesk(store=store, llm=llm, registry=registry, confirmations=confirmations, outbox=outbox,
                         admin_base_url=config.admin.base_url)
     conversations = Conversations(

@@ -124,22 +124,28 @@ class ProgressChannel(Protocol):
 
 def split_text(text: str, limit: int) -> list[str]:
     """Split a reply into pieces of at most ``limit`` characters, preferring paragraph, line,
-    then word boundaries; never returns an empty piece."""
+    then word boundaries; never returns an empty piece. Only the separator at a cut is dropped,
+    so indentation at the start of a piece (code) is kept."""
     if limit <= 0:
         raise ValueError("limit must be positive")
     text = text.strip() or "…"
     pieces: list[str] = []
     while len(text) > limit:
-        window = text[:limit]
-        cut = max(window.rfind("\n\n"), 0)
-        if cut < limit // 2:
-            cut = window.rfind("\n")
-        if cut < limit // 2:
-            cut = window.rfind(" ")
-        if cut < max(limit // 2, 1):
-            cut = limit
-        pieces.append(text[:cut].rstrip())
-        text = text[cut:].lstrip()
-    if text:
+        cut, skip = _cut(text[: limit + 1], limit)
+        piece = text[:cut].rstrip()
+        if piece:
+            pieces.append(piece)
+        text = text[cut + skip:].lstrip("\n")  # no piece starts with blank lines; indentation stays
+    if text.strip():
         pieces.append(text)
-    return pieces
+    return pieces or ["…"]
+
+
+def _cut(window: str, limit: int) -> tuple[int, int]:
+    """Where to cut ``window`` (up to ``limit`` kept) and how many separator characters to drop."""
+    floor = max(limit // 2, 1)
+    for separator in ("\n\n", "\n", " "):
+        at = window.rfind(separator, 0, limit + len(separator) - 1)
+        if at >= floor:
+            return at, len(separator)
+    return limit, 0

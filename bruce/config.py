@@ -111,6 +111,7 @@ class LLMConfig(_Model):
 
 class StorageConfig(_Model):
     path: Path = Path("data/bruce.db")
+    busy_timeout_ms: int = Field(5000, ge=1, le=600_000)  # wait this long for another process's lock
 
 
 def _ids_as_text(value: Any) -> Any:
@@ -148,6 +149,7 @@ class ChannelsConfig(_Model):
     send_retries: int = Field(5, ge=0, le=20)  # retryable send failures tried again, with backoff
     send_backoff_s: float = Field(1.0, ge=0)
     resend_interval_s: float = Field(60.0, gt=0)  # unsent replies are tried again this often
+    resend_max_age_s: float = Field(86400.0, gt=0)  # then given up (status failed, logged)
 
     def sections(self) -> dict[str, ChannelSection]:
         """Each platform's section by channel name."""

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
 import structlog
@@ -28,7 +28,7 @@ from bruce.confirmations import Confirmations, Decision, PendingAction
 from bruce.errors import LLMError, LLMNotConfigured
 from bruce.grounding import check_links, produced_urls
 from bruce.outbox import Outbox
-from bruce.progress import Progress
+from bruce.progress import Progress, showing
 from bruce.prompt import build_system_prompt
 from bruce.store import Store, StoredMessage
 from bruce.texts import (
@@ -48,6 +48,7 @@ __all__ = ["Conversations", "TurnSettings", "TurnOutcome"]
 
 log = structlog.get_logger(__name__)
 
+_T = TypeVar("_T")
 _CONFIRMATION_ID = re.compile(r"[0-9a-fA-F]{8}")
 PROACTIVE_NOTE = (
     "This turn was started by a scheduled task, not by a message from the user. The task: {prompt}\n"
@@ -161,7 +162,7 @@ class Conversations:
     ) -> tuple[DecisionReport, PendingAction | None]:
         """A decision from a button: the same single-use, user-bound, expiring rules as
         ``/approve ID``. Returns the report for the channel and, when approved, the action for
-        the caller to run (``run_approved``)."""
+        the caller to run (``run_approved``). A denial is stored for the caller to flush."""
         if not _CONFIRMATION_ID.fullmatch(confirmation_id):  # a forged button: nothing to look up
             decision = Decision(DecisionOutcome.NOT_FOUND)
             confirmation_id = confirmation_id[:16]
@@ -169,8 +170,8 @@ class Conversations:
             decision = await self._confirmations.decide_in_chat(
                 confirmation_id.lower(), conversation_id=conversation_id, user_id=user_id, approve=approve)
         report = DecisionReport(decision.outcome, _decision_text(decision, confirmation_id))
-        if decision.outcome is DecisionOutcome.DENIED:
-            await self._outbox.post(conversation_id, report.text)  # the conversation keeps the record
+        if decision.outcome is DecisionOutcome.DENIED:  # the conversation keeps the record; sent by the caller
+            await self._store.messages.add_outbound(conversation_id, report.text, turn_id=None)
         approved = decision.outcome is DecisionOutcome.APPROVED
         return report, decision.action if approved else None
 
@@ -226,12 +227,12 @@ class Conversations:
             text = f"{text}\n\n{skipped_note(scope.skipped_actions())}"
         await asyncio.shield(self._store.messages.complete_turn(
             scope.turn_id, inbound_id=inbound.id if inbound else None, conversation_id=scope.conversation_id,
-            reply=text, llm_calls=result.llm_calls, tool_calls=len(result.tool_results),
+            reply=text, llm_calls=scope.llm_calls, tool_calls=len(result.tool_results),
             hit_ceiling=result.hit_ceiling, stopped_repeat=result.stopped_repeat,
         ))
         await self._outbox.flush(scope.conversation_id)
         await self._send_confirmations(scope.conversation_id, scope.confirmations)
-        log.info("turn.finished", llm_calls=result.llm_calls, tools=len(result.tool_results), ceiling=result.hit_ceiling)
+        log.info("turn.finished", llm_calls=scope.llm_calls, tools=len(result.tool_results), ceiling=result.hit_ceiling)
         return TurnOutcome(scope.turn_id, True, text, result)
 
     async def _fail(self, scope: TurnScope, inbound: StoredMessage | None, notice: str, *, error: str) -> TurnOutcome:
@@ -270,16 +271,21 @@ class Conversations:
 
     @asynccontextmanager
     async def _indicator(self, conversation_id: str) -> AsyncIterator[Progress]:
-        """The channel's live progress while the block runs, or its typing indicator alone."""
+        """The channel's live progress while the block runs, or its typing indicator alone. A
+        channel failing to show either is logged; the turn goes on."""
         conversation = ConversationId.parse(conversation_id)
         channel = self._channels.get(conversation.channel)
         if channel is None:
             yield Progress()
         elif isinstance(channel, ProgressChannel):
-            async with channel.progress(conversation.chat_id) as sink:
-                yield Progress(sink)
+            async with _tolerant(channel.progress(conversation.chat_id)) as sink:
+                if sink is None:
+                    yield Progress()
+                else:
+                    async with showing(sink) as progress:
+                        yield progress
         else:
-            async with channel.thinking(conversation.chat_id):
+            async with _tolerant(channel.thinking(conversation.chat_id)):
                 yield Progress()
 
     async def _send_confirmations(self, conversation_id: str, requests: list[ConfirmationRequest]) -> None:
@@ -293,6 +299,30 @@ class Conversations:
                 await channel.send_confirmation(conversation.chat_id, request)
             except Exception:
                 log.exception("confirmation.send_failed", confirmation=request.id)
+
+
+@asynccontextmanager
+async def _tolerant(context: AbstractAsyncContextManager[_T]) -> AsyncIterator[_T | None]:
+    """Enter and leave a channel's indicator without letting its failure end the turn: None
+    when it could not be entered; an error on leaving is logged, the block's own outcome kept."""
+    try:
+        value = await context.__aenter__()
+    except Exception as exc:
+        log.warning("channel.indicator_failed", stage="enter", error=type(exc).__name__)
+        yield None
+        return
+    try:
+        yield value
+    except BaseException as exc:
+        try:
+            await context.__aexit__(type(exc), exc, exc.__traceback__)
+        except Exception as late:
+            log.warning("channel.indicator_failed", stage="exit", error=type(late).__name__)
+        raise
+    try:
+        await context.__aexit__(None, None, None)
+    except Exception as exc:
+        log.warning("channel.indicator_failed", stage="exit", error=type(exc).__name__)
 
 
 def _decision_text(decision: Decision, confirmation_id: str) -> str:

@@ -3,7 +3,9 @@
 BruceError
 ├── ConfigError            a config file or value is wrong (carries the key path)
 ├── ContractError          a tool contract is incomplete or contradicts its risk
+├── ShuttingDown           the daemon is stopping: no new turn is started
 ├── StoreError             the database failed or was asked for something impossible
+│   └── StoreBusy          locked by another process past the busy timeout: worth trying again
 ├── LLMError               the language model could not answer
 │   ├── LLMNotConfigured   no key / api_base: we never tried the network
 │   ├── LLMCallFailed      one attempt failed (inside llm.py: retried, then a fallback)
@@ -26,7 +28,9 @@ __all__ = [
     "BruceError",
     "ConfigError",
     "ContractError",
+    "ShuttingDown",
     "StoreError",
+    "StoreBusy",
     "LLMError",
     "LLMNotConfigured",
     "LLMCallFailed",
@@ -57,8 +61,17 @@ class ContractError(BruceError):
     """A tool contract is incomplete or contradicts its own risk; rejected at registration."""
 
 
+class ShuttingDown(BruceError):
+    """The daemon is draining for shutdown and starts no new turn; try again after the restart."""
+
+
 class StoreError(BruceError):
     """The database could not do what was asked."""
+
+
+class StoreBusy(StoreError):
+    """The database is locked by another process (a backup, another tool) for longer than the
+    busy timeout; the same write may succeed a moment later."""
 
 
 class LLMError(BruceError):

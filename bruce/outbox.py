@@ -7,7 +7,9 @@ failure is tried again with exponential backoff (or the platform's ``retry_after
 short enough), up to ``send_retries`` times; then, or on a permanent failure, the reply stays
 ``unsent`` with its error, and is tried again at the next start and every
 ``resend_interval_s``. A permanent failure (the platform refused that message) does not hold
-back the replies after it: one bad message must not silence a conversation. Each piece that
+back the replies after it: one bad message must not silence a conversation. A platform wait longer
+than ``max_retry_after_s`` is stored (``retry_at``) and respected by every later try. An
+unsent reply older than ``resend_max_age_s`` is given up (``failed``, logged). Each piece that
 went out is counted in the row, so a resend never repeats a piece: a reply is delivered once.
 """
 
@@ -16,11 +18,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
 import structlog
 
 from bruce.channel import Channel, ChannelSendError, split_text
-from bruce.clock import Clock
+from bruce.clock import Clock, parse_iso, utc_iso
+from bruce.errors import StoreError
 from bruce.store import Store, StoredMessage
 from bruce.values import ConversationId, MessageKind, MessageStatus
 
@@ -36,6 +40,7 @@ class OutboxSettings:
     max_backoff_s: float = 30.0
     max_retry_after_s: float = 60.0  # a longer platform wait is left to the background resend
     resend_interval_s: float = 60.0
+    resend_max_age_s: float = 86400.0  # an unsent reply older than this is given up (status failed)
 
 
 class Outbox:
@@ -69,11 +74,31 @@ class Outbox:
         if channel is None:
             log.warning("outbox.no_channel", conversation=conversation_id)
             return
-        async with self._locks.setdefault(conversation_id, asyncio.Lock()):
-            for message in await self._messages.unsent(conversation_id):
-                failure = await self._send(channel, conversation.chat_id, message)
-                if failure is not None and failure.retryable:
-                    return  # the platform cannot take it now: later replies wait behind it
+        try:
+            async with self._locks.setdefault(conversation_id, asyncio.Lock()):
+                for message in await self._messages.unsent(conversation_id):
+                    if await self._give_up(message):
+                        continue
+                    failure = await self._due(message) or await self._send(channel, conversation.chat_id, message)
+                    if failure is not None and failure.retryable:
+                        return  # the platform cannot take it now: later replies wait behind it
+        except StoreError:  # the replies stay stored; the next flush or resend continues
+            log.exception("outbox.store_failed", conversation=conversation_id)
+
+    async def _due(self, message: StoredMessage) -> ChannelSendError | None:
+        """The platform asked us to wait past now (a long ``retry_after``): not yet."""
+        if message.retry_at is None or message.retry_at <= utc_iso(self._clock.now()):
+            return None
+        return ChannelSendError("waiting for the platform's retry_after", retryable=True)
+
+    async def _give_up(self, message: StoredMessage) -> bool:
+        age = self._clock.now() - parse_iso(message.created_at)
+        if message.status is not MessageStatus.UNSENT or age.total_seconds() <= self._settings.resend_max_age_s:
+            return False
+        await self._messages.record_send(message.id, status=MessageStatus.FAILED, parts_sent=message.parts_sent,
+                                         attempts=0, error=message.send_error)
+        log.error("outbox.given_up", message_id=message.id, reason=message.send_error)
+        return True
 
     async def resend_all(self) -> None:
         """Try every unsent reply of the channels this process serves (start-up and background)."""
@@ -102,7 +127,8 @@ class Outbox:
             delay = self._delay(error, failures)
             if delay is None:
                 await asyncio.shield(self._messages.record_send(
-                    message.id, status=MessageStatus.UNSENT, parts_sent=sent, attempts=failures, error=error.reason))
+                    message.id, status=MessageStatus.UNSENT, parts_sent=sent, attempts=failures, error=error.reason,
+                    retry_at=self._retry_at(error)))
                 log.warning("outbox.unsent", message_id=message.id, reason=error.reason, attempts=failures)
                 return error
             log.info("outbox.retry", message_id=message.id, reason=error.reason, wait_s=delay)
@@ -110,6 +136,11 @@ class Outbox:
         await asyncio.shield(self._messages.record_send(
             message.id, status=MessageStatus.SENT, parts_sent=sent, attempts=failures + 1, error=None))
         return None
+
+    def _retry_at(self, error: ChannelSendError) -> str | None:
+        if not error.retryable or error.retry_after is None:
+            return None
+        return utc_iso(self._clock.now() + timedelta(seconds=error.retry_after))
 
     def _delay(self, error: ChannelSendError, failures: int) -> float | None:
         """How long to wait before the next try, or None to stop trying for now."""

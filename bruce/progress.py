@@ -8,6 +8,8 @@ and sent through the outbox. A channel that cannot show progress keeps its typin
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -24,16 +26,19 @@ __all__ = [
     "ProgressSink",
     "Progress",
     "NO_PROGRESS",
+    "showing",
 ]
 
 log = structlog.get_logger(__name__)
 
 EMIT_TIMEOUT_S = 2.0  # a sink that takes longer is skipped for that event; the turn goes on
+QUEUE_SIZE = 1000  # events waiting for a slow sink; past that, new ones are dropped (a preview)
 
 
 @dataclass(frozen=True, slots=True)
 class Thinking:
-    """A model call is about to be made."""
+    """A model call (or another attempt at one, after a failure) is about to be made: text
+    streamed by an earlier attempt is void."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +73,13 @@ class ProgressSink(Protocol):
 
 
 class Progress:
-    """What the loop, the LLM service and the registry report to. A failing or slow sink is
-    logged and skipped: progress never breaks or stalls a turn."""
+    """What the loop, the LLM service and the registry report to. Within ``showing(sink)``
+    events are queued and shown by a task of their own, so a slow sink never holds up the turn
+    (nor counts against a model call's time-out); a failing or slow sink is logged and skipped."""
 
     def __init__(self, sink: ProgressSink | None = None) -> None:
         self._sink = sink
+        self._queue: asyncio.Queue[ProgressEvent | None] | None = None
 
     @property
     def streams(self) -> bool:
@@ -82,11 +89,48 @@ class Progress:
     async def emit(self, event: ProgressEvent) -> None:
         if self._sink is None:
             return
+        if self._queue is None:
+            await self._show(event)
+            return
+        try:
+            self._queue.put_nowait(event)
+        except asyncio.QueueFull:
+            log.info("progress.dropped", progress=type(event).__name__)
+
+    async def _show(self, event: ProgressEvent) -> None:
+        assert self._sink is not None
         try:
             async with asyncio.timeout(EMIT_TIMEOUT_S):
                 await self._sink.emit(event)
         except Exception as exc:  # a preview failed; the turn does not care
             log.warning("progress.emit_failed", progress=type(event).__name__, error=type(exc).__name__)
+
+    async def _pump(self, queue: asyncio.Queue[ProgressEvent | None]) -> None:
+        while (event := await queue.get()) is not None:
+            await self._show(event)
+
+
+@asynccontextmanager
+async def showing(sink: ProgressSink) -> AsyncIterator[Progress]:
+    """Progress for one turn, shown by its own task; what is still queued at the end gets
+    ``EMIT_TIMEOUT_S`` to be shown, then the rest is dropped."""
+    progress = Progress(sink)
+    queue: asyncio.Queue[ProgressEvent | None] = asyncio.Queue(QUEUE_SIZE + 1)
+    progress._queue = queue
+    pump = asyncio.create_task(progress._pump(queue), name="progress")
+    try:
+        yield progress
+    finally:
+        progress._queue = None
+        while queue.full():  # make room for the end marker
+            queue.get_nowait()
+        queue.put_nowait(None)
+        try:
+            await asyncio.wait_for(asyncio.shield(pump), EMIT_TIMEOUT_S)
+        except TimeoutError:
+            log.info("progress.abandoned", waiting=queue.qsize())
+        finally:
+            pump.cancel()
 
 
 NO_PROGRESS = Progress()

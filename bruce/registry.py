@@ -215,15 +215,15 @@ class ToolRegistry:
         except ToolInputInvalid as exc:
             result = ToolResult(call.id, call.name, ToolStatus.INVALID_ARGS, error=str(exc))
             return await self._audit(call, scope, tool, call.arguments, result, started)
+        if tool.policy.needs_confirmation and scope.unattended:
+            result = ToolResult(call.id, call.name, ToolStatus.SKIPPED, error=SKIPPED_MESSAGE)
+            return await self._audit(call, scope, tool, arguments, result, started)
         if arguments.pop("dry_run", False) is True:  # only tools with dry-run support get this far
             result = await self._run(call, tool, arguments, scope, dry_run=True)
             if result.ok:
                 result = ToolResult(call.id, call.name, ToolStatus.OK,
                                     output={"dry_run": True, "preview": result.output})
             return await self._audit(call, scope, tool, {**arguments, "dry_run": True}, result, started)
-        if tool.policy.needs_confirmation and scope.unattended:
-            result = ToolResult(call.id, call.name, ToolStatus.SKIPPED, error=SKIPPED_MESSAGE)
-            return await self._audit(call, scope, tool, arguments, result, started)
         if tool.policy.needs_confirmation:
             result = await self._park(call, tool, arguments, scope)
             return await self._audit(call, scope, tool, arguments, result, started)

@@ -115,6 +115,8 @@ def decision_text(outcome: DecisionOutcome, confirmation_id: str, tool_name: str
             return f"Approved: {tool} is running (request {cid}); I'll report the outcome here."
         case DecisionOutcome.QUEUED:
             return f"Approved: {tool} will run shortly (request {cid})."
+        case DecisionOutcome.UNAVAILABLE:
+            return f"I'm restarting, so nothing was decided on request {cid}. Please try again in a minute."
     raise AssertionError(outcome)
 
 

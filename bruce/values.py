@@ -119,3 +119,4 @@ class DecisionOutcome(StrEnum):
     ALREADY_DECIDED = "already_decided"
     WRONG_USER = "wrong_user"
     NEEDS_STEP_UP = "needs_step_up"
+    UNAVAILABLE = "unavailable"  # the daemon is restarting: nothing was decided

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -23,17 +23,20 @@ from bruce.clock import utc_iso
 from bruce.commands import parse_command
 from bruce.confirmations import Confirmations, PendingAction
 from bruce.conversations import Conversations, TurnOutcome
+from bruce.errors import ShuttingDown
 from bruce.outbox import Outbox
 from bruce.recovery import Recovery
 from bruce.store import Store
 from bruce.summarizer import fold_history
-from bruce.texts import message_too_long
+from bruce.texts import decision_text, message_too_long
 from bruce.turn import ToolFilter
 from bruce.values import ConversationId, DecisionOutcome, MessageKind, MessageStatus, TurnSource
 
 __all__ = ["Worker", "WorkerSettings"]
 
 log = structlog.get_logger(__name__)
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +63,7 @@ class Worker:
         self._served = served
         self._settings = settings
         self._allow_lists = dict(allow_lists or {})
-        self._turns: set[asyncio.Task[None]] = set()
+        self._turns: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._background: dict[str, asyncio.Task[bool]] = {}
         self._accepting = True
@@ -84,7 +87,9 @@ class Worker:
         limit = self._settings.max_message_chars
         if len(message.text) > limit:
             log.info("worker.message_too_long", conversation=cid, chars=len(message.text))
-            await self._outbox.post(cid, message_too_long(len(message.text), limit), kind=MessageKind.NOTICE)
+            await self._store.messages.add_outbound(cid, message_too_long(len(message.text), limit), turn_id=None,
+                                                    kind=MessageKind.NOTICE)
+            self._spawn(self._outbox.flush(cid), f"outbox:{cid}")  # the channel is not kept waiting
             return None
         message_id, is_new = await self._store.messages.add_inbound(
             cid, sender_id=message.sender_id, text=message.text, platform_message_id=message.platform_message_id,
@@ -105,9 +110,14 @@ class Worker:
         if not self.is_allowed(ConversationId.parse(conversation_id).channel, user_id):
             log.warning("access.denied", conversation=conversation_id, sender=user_id)
             return DecisionReport(DecisionOutcome.WRONG_USER, "You are not allowed to decide on this request.")
+        if not self._accepting:
+            text = decision_text(DecisionOutcome.UNAVAILABLE, confirmation_id[:16], None, None)
+            return DecisionReport(DecisionOutcome.UNAVAILABLE, text)
         report, action = await self.conversations.decide(conversation_id, user_id, confirmation_id, approve)
         if action is not None:
             self._spawn(self._run_approved(action, user_id), f"approved:{action.id}")
+        elif report.outcome is DecisionOutcome.DENIED:
+            self._spawn(self._outbox.flush(conversation_id), f"outbox:{conversation_id}")
         return report
 
     # the scheduler's doors -------------------------------------------------------------
@@ -116,19 +126,28 @@ class Worker:
         self, conversation_id: str, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,
         job_id: str | None = None, tools: ToolFilter | None = None,
     ) -> TurnOutcome:
-        return await self.conversations.run_proactive(conversation_id, prompt, source=source, job_id=job_id,
-                                                      tools=tools)
+        """A turn without a message (see ``Conversations.run_proactive``), owned like a chat
+        turn: drained or cancelled at shutdown. Raises ``ShuttingDown`` once stopping."""
+        work = self.conversations.run_proactive(conversation_id, prompt, source=source, job_id=job_id, tools=tools)
+        return await self._owned(work, f"proactive:{conversation_id}")
 
     async def post(self, conversation_id: str, text: str) -> int:
-        return await self.conversations.post(conversation_id, text)
+        """Store and send a text with no model call. Raises ``ShuttingDown`` once stopping."""
+        return await self._owned(self.conversations.post(conversation_id, text), f"post:{conversation_id}")
 
     # tasks -----------------------------------------------------------------------------
 
-    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+    def _spawn(self, work: Coroutine[Any, Any, _T], name: str) -> asyncio.Task[_T]:
         task = asyncio.create_task(work, name=name)
         self._turns.add(task)
         task.add_done_callback(self._turns.discard)
         return task
+
+    async def _owned(self, work: Coroutine[Any, Any, _T], name: str) -> _T:
+        if not self._accepting:
+            work.close()
+            raise ShuttingDown("Bruce is shutting down; nothing was started")
+        return await self._spawn(work, name)
 
     async def _process(self, conversation_id: str, message_id: int, sender_id: str | None) -> None:
         try:

@@ -23,6 +23,13 @@ def test_split_text_prefers_paragraphs_then_words():
         split_text("a", 0)
 
 
+def test_split_text_keeps_indentation_and_terminates_at_any_limit():
+    code = "def f():\n    if x:\n        return 1\n    return 2"
+    assert split_text(code, 22) == ["def f():\n    if x:", "        return 1", "    return 2"]
+    assert split_text("a b c", 1) == ["a", "b", "c"]  # a limit of 1 used to loop forever
+    assert split_text("abc", 1) == ["a", "b", "c"]
+
+
 ADMIN = "http://127.0.0.1:8765"
 
 

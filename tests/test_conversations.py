@@ -156,6 +156,7 @@ async def test_a_button_denial_is_recorded_in_the_conversation(app_factory, fake
     request = await ask_to_write(app, fake_llm, channel)
     report = await app.worker.decide("test:c1", "u1", request.id.upper(), False)
     assert report.outcome is DecisionOutcome.DENIED
+    await app.worker.wait_idle()
     assert channel.texts()[-1] == f"Denied: files.write will not run (request {request.id})."
     assert not (notes / "todo.md").exists()
 
@@ -266,3 +267,152 @@ async def test_an_enabled_channel_without_an_adapter_is_reported(make_config, cl
         assert app.channels == {}
     finally:
         await app.stop()
+
+
+# found by review: the edges of the new doors -------------------------------------------------
+
+async def test_a_proactive_turn_cannot_dry_run_a_tool_that_needs_approval(app_factory, fake_llm, channel, notes):
+    app = await app_factory(tools={"files": {"notes_dir": str(notes)}})
+    (notes / "secret.md").write_text("do not leak\n")
+    fake_llm.add(Step.tool_calls(("files_write", {"path": "secret.md", "content": "x", "dry_run": True})),
+                 Step.text("Checked."))
+    await app.worker.run_proactive("test:c1", "Look at my notes.")
+    tool_message = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"][0]
+    assert "do not leak" not in tool_message["content"] and '"skipped"' in tool_message["content"]
+    (audit,) = await rows(app, "SELECT status FROM tool_executions")
+    assert audit["status"] == "skipped"
+
+
+async def test_proactive_turns_and_posts_are_refused_once_stopping(app, fake_llm):
+    from bruce.errors import ShuttingDown
+
+    await app.stop()
+    with pytest.raises(ShuttingDown):
+        await app.worker.run_proactive("test:c1", "The briefing.")
+    with pytest.raises(ShuttingDown):
+        await app.worker.post("test:c1", "Reminder.")
+    assert fake_llm.requests == []
+
+
+async def test_a_proactive_turn_in_flight_at_shutdown_is_drained_not_lost(app_factory, fake_llm, channel):
+    app = await app_factory(assistant={"shutdown_timeout_s": 5})
+    fake_llm.add(Step.delay(0.2, Step.text("Your briefing.")))
+    job = asyncio.create_task(app.worker.run_proactive("test:c1", "The briefing."))
+    while not fake_llm.requests:
+        await asyncio.sleep(0.005)
+    await app.stop()
+    outcome = await job
+    assert outcome.ok and channel.texts() == ["Your briefing."]
+    assert [r["status"] for r in await rows(app, "SELECT status FROM turns")] == ["ok"]
+
+
+async def test_a_button_during_shutdown_decides_nothing(app_factory, fake_llm, channel, notes):
+    app = await app_factory(tools={"files": {"notes_dir": str(notes)}})
+    request = await ask_to_write(app, fake_llm, channel)
+    await app.worker.close(1)
+    report = await app.worker.decide("test:c1", "u1", request.id, True)
+    assert report.outcome is DecisionOutcome.UNAVAILABLE and "try again" in report.text
+    assert not (notes / "todo.md").exists()
+    assert [r["status"] for r in await rows(app, "SELECT status FROM pending_confirmations")] == ["pending"]
+
+
+async def test_a_denial_does_not_wait_for_the_platform(make_config, fake_llm, notes, clock):
+    slow = _SlowChannel("test")
+    app = await build_app(make_config(tools={"files": {"notes_dir": str(notes)}}), clock=clock, environ={},
+                          extra_channels=[slow])
+    await app.start()
+    try:
+        request = await ask_to_write(app, fake_llm, slow)
+        slow.hold.clear()
+        report = await asyncio.wait_for(app.worker.decide("test:c1", "u1", request.id, False), 1)
+        assert report.outcome is DecisionOutcome.DENIED and not slow.texts()[-1].startswith("Denied")
+        slow.hold.set()
+        await app.worker.wait_idle()
+        assert slow.texts()[-1].startswith("Denied: files.write")
+    finally:
+        await app.stop()
+
+
+class _SlowChannel(RecordingChannel):
+    """A platform that takes as long as the test says to accept a message."""
+
+    def __init__(self, name):
+        super().__init__(name)
+        self.hold = asyncio.Event()
+        self.hold.set()
+
+    async def send_text(self, chat_id, text):
+        await self.hold.wait()
+        await super().send_text(chat_id, text)
+
+
+class _SlowSink:
+    wants_text = True
+
+    def __init__(self, events):
+        self.events = events
+
+    async def emit(self, event):
+        await asyncio.sleep(0.3)
+        self.events.append(event)
+
+
+class _SlowProgressChannel(RecordingChannel):
+    def __init__(self, name):
+        super().__init__(name)
+        self.events = []
+
+    @asynccontextmanager
+    async def progress(self, chat_id):
+        yield _SlowSink(self.events)
+
+
+async def test_a_slow_progress_display_never_counts_against_the_model(make_config, clock, fake_llm):
+    channel = _SlowProgressChannel("live")
+    config = make_config(llm={"timeout_s": 0.3, "num_retries": 0})
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
+    await app.start()
+    try:
+        fake_llm.add(Step.text("an answer in three streamed pieces"))
+        await say(app, "hi", channel="live")
+        assert channel.texts() == ["an answer in three streamed pieces"]
+        assert [r["status"] for r in await rows(app, "SELECT status FROM llm_calls")] == ["ok"]
+    finally:
+        await app.stop()
+
+
+class _FlakyIndicatorChannel(RecordingChannel):
+    def __init__(self, name, fail_on):
+        super().__init__(name)
+        self.fail_on = fail_on
+
+    @asynccontextmanager
+    async def progress(self, chat_id):
+        if self.fail_on == "enter":
+            raise ConnectionError("cannot start a draft")
+        yield _RefusedSink()
+        raise ConnectionError("cannot delete the draft")
+
+
+@pytest.mark.parametrize("fail_on", ["enter", "exit"])
+async def test_an_indicator_that_fails_to_start_or_stop_keeps_the_answer(make_config, clock, fake_llm, fail_on):
+    channel = _FlakyIndicatorChannel("live", fail_on)
+    app = await build_app(make_config(), clock=clock, environ={}, extra_channels=[channel])
+    await app.start()
+    try:
+        fake_llm.add(Step.text("Saved it."))
+        await say(app, "hi", channel="live")
+        assert channel.texts() == ["Saved it."]
+        assert [r["status"] for r in await rows(app, "SELECT status FROM turns")] == ["ok"]
+    finally:
+        await app.stop()
+
+
+async def test_a_turn_counts_every_model_call_it_made(app_factory, fake_llm, channel):
+    app = await app_factory(llm={"fallbacks": ["openai/backup"], "num_retries": 1})
+    fake_llm.add(Step.error(500), Step.error(500), model="primary")
+    fake_llm.add(Step.text("from the backup"), model="backup")
+    await say(app, "hi")
+    (turn,) = await rows(app, "SELECT id, llm_calls FROM turns WHERE source = 'chat'")
+    calls = await rows(app, "SELECT COUNT(*) AS n FROM llm_calls WHERE turn_id = ?", turn["id"])
+    assert turn["llm_calls"] == calls[0]["n"] == 3

@@ -58,10 +58,53 @@ async def test_retries_stop_at_send_retries(app_factory, fake_llm, channel, cloc
     assert reply["status"] == "unsent" and reply["send_error"] == "rate limited (429)"
 
 
-async def test_a_long_platform_wait_is_left_to_the_background_resend(app, fake_llm, channel, clock):
+async def test_a_long_platform_wait_is_left_to_the_background_resend_and_respected(app, fake_llm, channel, clock):
     channel.failures = [rate_limited(retry_after=3600)]
     await say(app, "hi")
     assert clock.sleeps == [] and (await replies(app))[0]["status"] == "unsent"
+    fake_llm.add(Step.text("later"))
+    await say(app, "and now?")
+    await app.outbox.resend_all()
+    assert channel.attempts == 1 and channel.texts() == []  # nothing tried before the platform's time
+    clock.advance(seconds=3601)
+    await app.outbox.resend_all()
+    assert channel.texts() == ["ok", "later"]
+
+
+async def test_an_unsent_reply_is_given_up_after_resend_max_age(app, fake_llm, channel, clock):
+    channel.fail_sends = True
+    await say(app, "hi")
+    channel.fail_sends = False
+    clock.advance(days=2)
+    await app.outbox.resend_all()
+    assert channel.texts() == []
+    (reply,) = await replies(app)
+    assert reply["status"] == "failed" and reply["send_error"] == "platform unreachable"
+
+
+async def test_a_database_locked_by_another_process_does_not_resend_or_hide_approvals(
+        app_factory, fake_llm, channel, tmp_path):
+    import sqlite3
+    import threading
+
+    app = await app_factory(storage={"busy_timeout_ms": 50}, tools={"files": {"notes_dir": str(tmp_path)}})
+    locker = sqlite3.connect(app.config.storage.path, check_same_thread=False)
+    original = channel.send_text
+
+    async def send_then_lock(chat_id, text):  # the platform took it; then a backup locks the file
+        await original(chat_id, text)
+        if not getattr(send_then_lock, "done", False):
+            send_then_lock.done = True
+            locker.execute("BEGIN EXCLUSIVE")
+            threading.Timer(0.15, locker.rollback).start()
+
+    channel.send_text = send_then_lock
+    fake_llm.add(Step.tool_calls(("files_write", {"path": "a.md", "content": "x"})), Step.text("Waiting for you."))
+    await say(app, "write it")
+    await app.outbox.resend_all()
+    locker.close()
+    assert channel.texts() == ["Waiting for you."] and len(channel.confirmations) == 1
+    assert (await replies(app))[0]["status"] == "sent"
 
 
 async def test_an_unsent_reply_is_sent_at_the_next_start_exactly_once(make_config, clock, fake_llm):

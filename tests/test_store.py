@@ -94,3 +94,18 @@ async def test_an_older_database_is_migrated_with_its_data(tmp_path, clock):
     assert db_rows(path, "SELECT tool_name, status, latency_ms FROM tool_executions") == [
         {"tool_name": "clock.now", "status": "ok", "latency_ms": 1.5}]
     assert db_rows(path, "PRAGMA user_version") == [{"user_version": len(MIGRATIONS)}]
+
+
+async def test_closing_waits_for_a_write_under_way(tmp_path, clock):
+    """A write shielded from a cancelled caller (shutdown) still lands before the file closes."""
+    import asyncio
+
+    path = tmp_path / "b.db"
+    store = await Store.open(path, clock)
+    await store.messages.ensure_conversation("test:1", "test", "1")
+    writes = [asyncio.ensure_future(store.messages.add_outbound("test:1", f"reply {i}", turn_id=None))
+              for i in range(20)]
+    await asyncio.sleep(0)
+    await store.close()
+    assert all(w.done() and not w.exception() for w in writes)
+    assert len(db_rows(path, "SELECT id FROM messages")) == 20

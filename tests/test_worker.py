@@ -295,6 +295,7 @@ async def test_a_turn_cut_off_at_shutdown_after_a_tool_acted_is_reported_not_red
 async def test_an_overlong_message_is_refused_with_the_limit(app_factory, fake_llm, channel):
     app = await app_factory(assistant={"max_message_chars": 100})
     assert await app.worker.deliver(incoming(app, "x" * 150)) is None
+    await app.worker.wait_idle()  # the notice is sent in the background: the channel is not kept waiting
     assert channel.texts() == ["Your message is 150 characters long; I accept at most 100. "
                                "Nothing was done with it. Please send it in shorter parts."]
     assert fake_llm.requests == []

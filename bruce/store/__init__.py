@@ -44,8 +44,8 @@ class Store:
         self.artifacts = ArtifactStore(database)
 
     @classmethod
-    async def open(cls, path: Path | str, clock: Clock) -> Store:
-        return cls(await Database.open(path, clock))
+    async def open(cls, path: Path | str, clock: Clock, *, busy_timeout_ms: int = 5000) -> Store:
+        return cls(await Database.open(path, clock, busy_timeout_ms=busy_timeout_ms))
 
     async def migrate(self) -> int:
         return await self.database.migrate()

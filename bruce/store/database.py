@@ -17,7 +17,7 @@ import aiosqlite
 import structlog
 
 from bruce.clock import Clock, utc_iso
-from bruce.errors import StoreError
+from bruce.errors import StoreBusy, StoreError
 from bruce.store.migrations import MIGRATIONS
 
 __all__ = ["Database"]
@@ -28,13 +28,19 @@ log = structlog.get_logger(__name__)
 class Database:
     """The connection, its write lock and the clock that stamps rows."""
 
-    def __init__(self, connection: aiosqlite.Connection, clock: Clock) -> None:
+    def __init__(self, connection: aiosqlite.Connection, clock: Clock, *, busy_retries: int = 2,
+                 busy_timeout_ms: int = 5000) -> None:
         self._db = connection
         self._clock = clock
         self._write_lock = asyncio.Lock()
+        self._busy_retries = busy_retries
+        self._busy_timeout_ms = busy_timeout_ms
+        self._writers = 0  # writes started (queued or running) and not finished
+        self._no_writers = asyncio.Event()
+        self._no_writers.set()
 
     @classmethod
-    async def open(cls, path: Path | str, clock: Clock) -> Database:
+    async def open(cls, path: Path | str, clock: Clock, *, busy_timeout_ms: int = 5000) -> Database:
         path = Path(path)
         try:
             if str(path) != ":memory:":
@@ -42,7 +48,7 @@ class Database:
             connection = await aiosqlite.connect(path)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open database {path}: {exc}") from exc
-        database = cls(connection, clock)
+        database = cls(connection, clock, busy_timeout_ms=busy_timeout_ms)
         try:
             await database._prepare()
         except BaseException:
@@ -55,7 +61,7 @@ class Database:
         db.row_factory = sqlite3.Row
         await db.execute("PRAGMA journal_mode=WAL")
         await db.execute("PRAGMA foreign_keys=ON")
-        await db.execute("PRAGMA busy_timeout=5000")
+        await db.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
         await db.execute("PRAGMA synchronous=NORMAL")
         await self.migrate()
 
@@ -71,7 +77,14 @@ class Database:
             log.info("store.migrated", version=target)
         return len(MIGRATIONS)
 
-    async def close(self) -> None:
+    async def close(self, *, drain_s: float = 10.0) -> None:
+        """Close once the writes under way have finished (a write shielded from a cancelled
+        caller still completes; closing under it would lose it)."""
+        try:
+            async with asyncio.timeout(drain_s):
+                await self._no_writers.wait()
+        except TimeoutError:
+            log.error("store.close_with_writes_pending", writes=self._writers)
         await self._db.close()
 
     def now(self) -> str:
@@ -81,22 +94,39 @@ class Database:
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
         """One atomic unit of writes. The connection is shared, so writers take turns: without
         the lock, another coroutine's commit could land in the middle of this transaction."""
-        async with self._write_lock:
-            try:
-                yield self._db
-                await self._db.commit()
-            except sqlite3.Error as exc:
-                await self._db.rollback()
-                raise StoreError(f"database write failed: {exc}") from exc
-            except BaseException:
-                await self._db.rollback()
-                raise
+        self._writers += 1
+        self._no_writers.clear()
+        try:
+            async with self._write_lock:
+                try:
+                    yield self._db
+                    await self._db.commit()
+                except sqlite3.Error as exc:
+                    await self._db.rollback()
+                    error = StoreBusy if _is_busy(exc) else StoreError
+                    raise error(f"database write failed: {exc}") from exc
+                except BaseException:
+                    await self._db.rollback()
+                    raise
+        finally:
+            self._writers -= 1
+            if self._writers == 0:
+                self._no_writers.set()
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> tuple[int, int]:
-        """Run one write in its own transaction; return (lastrowid, rowcount)."""
-        async with self.transaction() as db:
-            cur = await db.execute(sql, params)
-        return int(cur.lastrowid or 0), cur.rowcount
+        """Run one write in its own transaction; return (lastrowid, rowcount). A database
+        locked by another process (longer than the busy timeout) is tried again, twice."""
+        for attempt in range(self._busy_retries + 1):
+            try:
+                async with self.transaction() as db:
+                    cur = await db.execute(sql, params)
+                return int(cur.lastrowid or 0), cur.rowcount
+            except StoreBusy:
+                if attempt == self._busy_retries:
+                    raise
+                log.warning("store.busy_retry", attempt=attempt + 1)
+                await asyncio.sleep(0.1 * 2**attempt)
+        raise AssertionError("unreachable")
 
     async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         return list(await self._db.execute_fetchall(sql, params))
@@ -104,3 +134,8 @@ class Database:
     async def row(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
         found = await self.rows(sql, params)
         return found[0] if found else None
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    """Locked by another connection: worth trying again (a full disk or a bad file is not)."""
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)

@@ -12,7 +12,7 @@ __all__ = ["MessageStore", "insert_outbound"]
 
 _COLUMNS = (
     "id, conversation_id, direction, role, kind, sender_id, text, platform_message_id, status, created_at,"
-    " turn_id, parts_sent, send_attempts, send_error"
+    " turn_id, parts_sent, send_attempts, send_error, retry_at"
 )
 
 
@@ -188,11 +188,12 @@ class MessageStore:
 
     async def record_send(
         self, message_id: int, *, status: MessageStatus, parts_sent: int, attempts: int, error: str | None,
+        retry_at: str | None = None,
     ) -> None:
         await self._db.execute(
             "UPDATE messages SET status = ?, parts_sent = ?, send_attempts = send_attempts + ?, send_error = ?,"
-            " updated_at = ? WHERE id = ?",
-            (str(status), parts_sent, attempts, error, self._db.now(), message_id),
+            " retry_at = ?, updated_at = ? WHERE id = ?",
+            (str(status), parts_sent, attempts, error, retry_at, self._db.now(), message_id),
         )
 
     async def record_part_sent(self, message_id: int, parts_sent: int) -> None:

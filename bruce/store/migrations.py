@@ -156,6 +156,10 @@ ALTER TABLE turns ADD COLUMN job_id TEXT;  -- the proactive job that started the
 ALTER TABLE messages ADD COLUMN parts_sent INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE messages ADD COLUMN send_attempts INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE messages ADD COLUMN send_error TEXT;
+ALTER TABLE messages ADD COLUMN retry_at TEXT;  -- the platform asked us to wait until then
+-- replies an older Bruce failed to send are given one more chance if recent, else stay failed
+UPDATE messages SET status = 'unsent', send_error = 'failed before an upgrade'
+    WHERE direction = 'out' AND status = 'failed' AND created_at > strftime('%Y-%m-%dT%H:%M:%f', 'now', '-1 day');
 CREATE INDEX messages_unsent ON messages (conversation_id, id) WHERE direction = 'out' AND status IN ('pending', 'unsent');
 
 -- a proactive turn skips tools that need approval: status 'skipped'

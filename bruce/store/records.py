@@ -50,6 +50,7 @@ class StoredMessage:
     parts_sent: int = 0
     send_attempts: int = 0
     send_error: str | None = None
+    retry_at: str | None = None
 
     def __post_init__(self) -> None:  # the database hands out plain strings
         object.__setattr__(self, "direction", Direction(self.direction))
