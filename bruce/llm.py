@@ -26,7 +26,8 @@ from bruce.clock import Clock
 from bruce.config import LLMConfig, ModelEndpoint
 from bruce.contracts import ToolCall
 from bruce.errors import LLMCallFailed, LLMNotConfigured, LLMUnavailable
-from bruce.progress import TextDelta, Thinking
+from bruce.llm_stream import collect_stream
+from bruce.progress import Thinking
 from bruce.store import LLMCallRecord, Store
 from bruce.texts import llm_not_configured
 from bruce.turn import TurnScope
@@ -63,6 +64,9 @@ def _litellm() -> Any:
 
     litellm.suppress_debug_info = True
     litellm.telemetry = False
+    # litellm would count the tokens of every stream with tiktoken (loaded on first use: ~110 MB
+    # and a ~0.7 s stall of the event loop); providers report usage themselves
+    litellm.disable_token_counter = True
     return litellm
 
 
@@ -197,7 +201,7 @@ class LLMService:
             async with asyncio.timeout(self._config.timeout_s + 1.0):
                 response = await litellm.acompletion(**kwargs)
                 if stream:
-                    response = await _collect_stream(litellm, response, messages, scope)
+                    response = await collect_stream(litellm, response, scope)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # translated right here, at the edge
@@ -221,22 +225,6 @@ class LLMService:
         await self._store.audit.record_llm_call(
             LLMCallRecord(turn_id=scope.turn_id, seq=seq, model=model, status=status, latency_ms=latency_ms, **fields)
         )
-
-
-async def _collect_stream(litellm: Any, stream: Any, messages: list[dict[str, Any]], scope: TurnScope) -> Any:
-    """Emit the text as it arrives; return the chunks assembled into one response."""
-    chunks = []
-    async for chunk in stream:
-        chunks.append(chunk)
-        choices = getattr(chunk, "choices", None) or []
-        delta = getattr(choices[0], "delta", None) if choices else None
-        text = getattr(delta, "content", None) if delta is not None else None
-        if text:
-            await scope.progress.emit(TextDelta(text))
-    response = litellm.stream_chunk_builder(chunks, messages=messages)
-    if response is None:
-        raise ValueError("the stream carried no response")
-    return response
 
 
 def _parse(response: Any, model: str) -> LLMReply:

@@ -416,3 +416,16 @@ async def test_a_turn_counts_every_model_call_it_made(app_factory, fake_llm, cha
     (turn,) = await rows(app, "SELECT id, llm_calls FROM turns WHERE source = 'chat'")
     calls = await rows(app, "SELECT COUNT(*) AS n FROM llm_calls WHERE turn_id = ?", turn["id"])
     assert turn["llm_calls"] == calls[0]["n"] == 3
+
+
+async def test_a_stream_cut_mid_answer_is_retried_and_the_draft_starts_over(live, fake_llm):
+    app, channel = live
+    fake_llm.add(Step.cut("The answer is 42, and al"), Step.text("The answer is 42."))
+    await say(app, "question?", channel="live")
+    assert channel.texts() == ["The answer is 42."]
+    kinds = [type(e).__name__ for e in channel.events]
+    second = kinds.index("Thinking", 1)  # the retry announces itself: what was streamed before is void
+    assert kinds[0] == "Thinking" and "TextDelta" in kinds[1:second]
+    assert "".join(e.text for e in channel.events[second:] if isinstance(e, TextDelta)) == "The answer is 42."
+    calls = await rows(app, "SELECT status FROM llm_calls ORDER BY id")
+    assert [c["status"] for c in calls] == ["error", "ok"]

@@ -35,7 +35,7 @@ _ERROR_TYPES: dict[int, tuple[str, str]] = {
 class Step:
     """One scripted reply. Build with the static constructors."""
 
-    kind: Literal["text", "tool_calls", "error", "delay"]
+    kind: Literal["text", "tool_calls", "error", "delay", "cut"]
     content: str = ""
     # (function_name, arguments JSON string, call id or None)
     calls: tuple[tuple[str, str, str | None], ...] = ()
@@ -65,6 +65,11 @@ class Step:
     @staticmethod
     def error(status: int, message: str = "fake error", *, retry_after: float | None = None) -> Step:
         return Step("error", status=status, message=message, retry_after=retry_after)
+
+    @staticmethod
+    def cut(content: str) -> Step:
+        """Streamed: send ``content`` in pieces, then drop the connection without finishing."""
+        return Step("cut", content=content)
 
     @staticmethod
     def delay(seconds: float, then: Step) -> Step:
@@ -207,6 +212,10 @@ class FakeLLMServer:
             await send({"role": "assistant", "content": ""})
             for piece in _chunks(step.content):
                 await send({"content": piece})
+            if step.kind == "cut":
+                assert request.transport is not None
+                request.transport.close()  # mid-stream: no finish, no [DONE]
+                return resp
             await send({}, "stop")
         if (body.get("stream_options") or {}).get("include_usage"):
             usage_chunk = {**base, "choices": [], "usage": self._usage(step)}
