@@ -205,7 +205,7 @@ async def build_app(
     recovery = Recovery(store=store, confirmations=confirmations, outbox=outbox, clock=clock, zone=a.zone,
                         served=channels.keys(), max_age_s=a.recovery_max_age_s)
     worker = Worker(
-        store=store, llm=llm, conversations=conversations, outbox=outbox, recovery=recovery,
+        store=store, llm=llm, clock=clock, conversations=conversations, outbox=outbox, recovery=recovery,
         confirmations=confirmations, served=channels, allow_lists=_allow_lists(c.sections()),
         settings=WorkerSettings(max_message_chars=a.max_message_chars, approval_poll_s=config.tools.approval_poll_s,
                                 history_limit=a.history_limit, summary_batch=a.summary_batch,

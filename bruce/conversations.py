@@ -25,7 +25,7 @@ from bruce.channel import Channel, ConfirmationRequest, DecisionReport, Progress
 from bruce.clock import Clock, parse_iso
 from bruce.commands import Command
 from bruce.confirmations import Confirmations, Decision, PendingAction
-from bruce.errors import LLMError, LLMNotConfigured
+from bruce.errors import LLMError, LLMNotConfigured, StoreError
 from bruce.grounding import check_links, produced_urls
 from bruce.outbox import Outbox
 from bruce.progress import Progress, showing
@@ -196,6 +196,8 @@ class Conversations:
         except asyncio.CancelledError:
             await asyncio.shield(self._interrupted(scope, inbound))
             raise
+        except StoreError:  # the database, not the answer, failed: the caller tries the message again
+            raise
         except LLMNotConfigured as exc:
             return await self._fail(scope, inbound, exc.hint, error="llm not configured")
         except LLMError as exc:
@@ -254,7 +256,7 @@ class Conversations:
         is told what completed instead (the notice is sent at the next start)."""
         log.warning("turn.interrupted", tools=len(scope.results))
         if not scope.results:
-            await self._store.messages.finish_turn(scope.turn_id, status=TurnStatus.FAILED,
+            await self._store.messages.finish_turn(scope.turn_id, status=TurnStatus.INTERRUPTED,
                                                    llm_calls=scope.llm_calls, error="interrupted by shutdown")
             return
         notice = interrupted_by_shutdown(scope.completed_actions(), [r.id for r in scope.confirmations])

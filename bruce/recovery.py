@@ -1,5 +1,6 @@
 """What a previous process left: closed or finished at start-up, before anything new happens.
 
+- Turns left ``running`` (chat, summary, confirmation, proactive) are closed as ``interrupted``.
 - Approved actions left ``running`` are closed as failed (we cannot know whether they ran) and
   the user is told; done before the channels start, so an approval of this run can never be
   mistaken for one of them.
@@ -41,8 +42,11 @@ class Recovery:
         self._max_age = timedelta(seconds=max_age_s)
 
     async def close_interrupted_actions(self) -> None:
-        """Approved actions the previous process left running: closed, the user told (the notice
-        is sent once the outbox runs)."""
+        """Turns and approved actions the previous process left running: closed (turns as
+        ``interrupted``), the user told of the actions (the notice is sent once the outbox runs)."""
+        closed = await self._messages.interrupt_open_turns(self._served, error="the process stopped during the turn")
+        if closed:
+            log.info("recovery.turns_interrupted", turns=closed)
         for action in await self._confirmations.interrupted(self._served):
             await self._messages.add_outbound(action.conversation_id, interrupted_action(action.id, action.tool_name),
                                               turn_id=None, kind=MessageKind.NOTICE)
@@ -57,7 +61,7 @@ class Recovery:
                 continue
             acted = await self._messages.actions_for_message(message.id)
             if acted:
-                await self._close_interrupted(message, acted)
+                await self.close_interrupted(message, acted)
             elif now - parse_iso(message.created_at) > self._max_age:
                 await self._expire(message)
             else:
@@ -72,12 +76,13 @@ class Recovery:
         await self._outbox.post(message.conversation_id, notice, kind=MessageKind.NOTICE, inbound_id=message.id,
                                 inbound_status=MessageStatus.EXPIRED)
 
-    async def _close_interrupted(self, message: StoredMessage, acted: list[ActedTool]) -> None:
-        """A crash cut off a turn after tools had acted: tell the user what happened instead."""
+    async def close_interrupted(self, message: StoredMessage, acted: list[ActedTool]) -> None:
+        """A crash (or a failed database) cut off a turn after tools had acted: answering again
+        could act twice, so tell the user what happened instead."""
         done = [a.tool_name for a in acted if a.status is ToolStatus.OK]
         waiting = [a.confirmation_id for a in acted
                    if a.status is ToolStatus.AWAITING_CONFIRMATION and a.confirmation_id]
-        await self._messages.fail_running_turns(message.id, error="interrupted by a crash")
+        await self._messages.interrupt_turns_of(message.id, error="interrupted by a crash")
         log.info("recovery.interrupted_turn", message_id=message.id, actions=len(acted))
         await self._outbox.post(message.conversation_id, interrupted_by_crash(message.text, done, waiting),
                                 kind=MessageKind.NOTICE, inbound_id=message.id, inbound_status=MessageStatus.FAILED)

@@ -8,6 +8,8 @@ into a new ``session_summaries`` row. Its LLM call is recorded under a turn of s
 
 from __future__ import annotations
 
+import asyncio
+
 import structlog
 
 from bruce.agent import LLM
@@ -58,6 +60,10 @@ async def _fold(
             scope=scope,
             model=model,
         )
+    except asyncio.CancelledError:
+        await asyncio.shield(store.messages.finish_turn(scope.turn_id, status=TurnStatus.INTERRUPTED,
+                                                        llm_calls=scope.llm_calls, error="interrupted by shutdown"))
+        raise
     except LLMError as exc:
         await store.messages.finish_turn(scope.turn_id, status=TurnStatus.FAILED, llm_calls=scope.llm_calls,
                                          error=type(exc).__name__)

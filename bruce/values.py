@@ -71,6 +71,7 @@ class TurnStatus(StrEnum):
     RUNNING = "running"
     OK = "ok"
     FAILED = "failed"
+    INTERRUPTED = "interrupted"  # the process stopped (shutdown, crash) while it ran
 
 
 class ToolStatus(StrEnum):

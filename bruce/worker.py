@@ -19,11 +19,11 @@ import structlog
 
 from bruce.agent import LLM
 from bruce.channel import DecisionReport, IncomingMessage
-from bruce.clock import utc_iso
+from bruce.clock import Clock, utc_iso
 from bruce.commands import parse_command
 from bruce.confirmations import Confirmations, PendingAction
 from bruce.conversations import Conversations, TurnOutcome
-from bruce.errors import ShuttingDown
+from bruce.errors import ShuttingDown, StoreError
 from bruce.outbox import Outbox
 from bruce.recovery import Recovery
 from bruce.store import Store
@@ -46,15 +46,18 @@ class WorkerSettings:
     history_limit: int = 15
     summary_batch: int = 4
     summary_model: str | None = None  # None: the chat model (and its fallbacks)
+    store_retries: int = 4  # a message whose turn failed on the database is tried again this often
+    store_backoff_s: float = 1.0
 
 
 class Worker:
     def __init__(
-        self, *, store: Store, llm: LLM, conversations: Conversations, outbox: Outbox, recovery: Recovery,
-        confirmations: Confirmations, served: Mapping[str, object], settings: WorkerSettings,
+        self, *, store: Store, llm: LLM, clock: Clock, conversations: Conversations, outbox: Outbox,
+        recovery: Recovery, confirmations: Confirmations, served: Mapping[str, object], settings: WorkerSettings,
         allow_lists: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self._store = store
+        self._clock = clock
         self._llm = llm
         self.conversations = conversations
         self._outbox = outbox
@@ -76,7 +79,9 @@ class Worker:
 
     async def deliver(self, message: IncomingMessage) -> Awaitable[None] | None:
         """Store the message and start its turn. Returns the turn's task (await it to know the
-        reply was sent), or None when the message was refused or already handled."""
+        reply was sent), or None when the message was refused or already handled. Raises
+        ``StoreError`` when the message could not be stored: the channel keeps it (does not
+        acknowledge the platform's update, or tries again) and tells the user."""
         if not self.is_allowed(message.channel, message.sender_id):
             log.warning("access.denied", channel=message.channel, sender=message.sender_id)
             return None
@@ -150,20 +155,42 @@ class Worker:
         return await self._spawn(work, name)
 
     async def _process(self, conversation_id: str, message_id: int, sender_id: str | None) -> None:
-        try:
-            async with self.conversations.lock(conversation_id):
-                stored = await self._store.messages.get(message_id)
-                if stored is None or stored.status is not MessageStatus.PENDING:
+        """Handle one stored message. A database failure (locked past the busy timeout, disk
+        full) is tried again with backoff; a retry never redoes a tool that already acted: such
+        a message is closed with what completed, as after a crash."""
+        s = self._settings
+        for attempt in range(s.store_retries + 1):
+            try:
+                async with self.conversations.lock(conversation_id):
+                    await self._handle(message_id, sender_id, retry=attempt > 0)
+                break
+            except StoreError as exc:
+                log.warning("worker.store_failed", conversation=conversation_id, message_id=message_id,
+                            attempt=attempt + 1, error=str(exc))
+                if attempt == s.store_retries:  # still pending: answered at the next start
+                    log.error("worker.process_failed", conversation=conversation_id, message_id=message_id)
                     return
-                command = parse_command(stored.text)
-                if command is not None:
-                    await self.conversations.handle_command(stored, command, sender_id)
-                else:
-                    await self.conversations.answer(stored, sender_id)
-        except Exception:  # the message stays pending and is retried at the next start
-            log.exception("worker.process_failed", conversation=conversation_id, message_id=message_id)
-            return
+                await self._clock.sleep(min(s.store_backoff_s * 2.0**attempt, 30.0))
+            except Exception:  # the message stays pending and is retried at the next start
+                log.exception("worker.process_failed", conversation=conversation_id, message_id=message_id)
+                return
         self._maybe_fold(conversation_id)
+
+    async def _handle(self, message_id: int, sender_id: str | None, *, retry: bool) -> None:
+        stored = await self._store.messages.get(message_id)
+        if stored is None or stored.status is not MessageStatus.PENDING:
+            return
+        if retry:
+            await self._store.messages.interrupt_turns_of(message_id, error="the database failed during the turn")
+            acted = await self._store.messages.actions_for_message(message_id)
+            if acted:
+                await self._recovery.close_interrupted(stored, acted)
+                return
+        command = parse_command(stored.text)
+        if command is not None:
+            await self.conversations.handle_command(stored, command, sender_id)
+        else:
+            await self.conversations.answer(stored, sender_id)
 
     async def _run_approved(self, action: PendingAction, user_id: str | None) -> None:
         try:

@@ -474,7 +474,7 @@ async def test_a_crash_after_tools_acted_is_reported_not_redone(make_config, app
     assert "/approve abcd1234" in notice
     assert fake_llm.requests == []
     (turn,) = await rows(app, "SELECT status FROM turns")
-    assert turn["status"] == "failed"
+    assert turn["status"] == "interrupted"
     (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
     assert inbound["status"] == "failed"
 

@@ -379,3 +379,37 @@ async def test_a_burst_keeps_the_history_in_conversation_order(app, fake_llm, ch
     assert turns[2] == [("user", "one"), ("assistant", "re: one"), ("user", "two"), ("assistant", "re: two"),
                         ("user", "three")]
     assert channel.texts() == ["re: one", "re: two", "re: three"]
+
+
+async def test_turns_left_running_by_a_dead_process_are_closed_as_interrupted(make_config, app_factory, clock):
+    config = make_config()
+    async with previous_life(config, clock) as store:  # kill -9 during a chat turn and a summary
+        await store.messages.ensure_conversation("telegram:9", "telegram", "9")
+        message_id, _ = await store.messages.add_inbound("test:c1", sender_id="u1", text="hi", platform_message_id=None)
+        await store.messages.start_turn("t-chat", "test:c1", source="chat", inbound_message_id=message_id)
+        await store.messages.start_turn("t-summary", "test:c1", source="summary", inbound_message_id=None)
+        await store.messages.start_turn("t-other", "telegram:9", source="chat", inbound_message_id=None)
+    app = await app_factory(config)
+    await app.worker.wait_idle()
+    turns = {r["id"]: r["status"] for r in await rows(app, "SELECT id, status FROM turns")}
+    assert turns["t-chat"] == turns["t-summary"] == "interrupted"
+    assert turns["t-other"] == "running"  # another process serves telegram: not ours to close
+    assert [t for t, status in turns.items() if status == "running"] == ["t-other"]
+
+
+async def test_a_summary_cut_off_at_shutdown_is_closed_as_interrupted(app_factory, fake_llm):
+    app = await app_factory(assistant={"history_limit": 2, "summary_batch": 1})
+
+    def responder(body):
+        if "running summary" in body["messages"][0]["content"]:
+            return Step.delay(30, Step.text("late summary"))
+        return Step.text("ok")
+
+    fake_llm.responder = responder
+    await say(app, "one")
+    await say(app, "two")
+    while not any("running summary" in r["messages"][0]["content"] for r in fake_llm.requests):
+        await asyncio.sleep(0.01)
+    await app.stop()
+    (turn,) = await rows(app, "SELECT status FROM turns WHERE source = 'summary'")
+    assert turn["status"] == "interrupted"

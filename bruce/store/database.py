@@ -72,9 +72,18 @@ class Database:
         version = int(row[0]) if row else 0
         if version > len(MIGRATIONS):
             raise StoreError(f"database schema version {version} is newer than this Bruce ({len(MIGRATIONS)})")
-        for target, script in enumerate(MIGRATIONS[version:], start=version + 1):
-            await self._db.executescript(f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {target};\nCOMMIT;")
-            log.info("store.migrated", version=target)
+        await self._db.execute("PRAGMA foreign_keys=OFF")  # a no-op inside a transaction: set before
+        try:
+            for target, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                await self._db.executescript(f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {target};")
+                broken = await self.rows("PRAGMA foreign_key_check")
+                if broken:
+                    await self._db.rollback()
+                    raise StoreError(f"migration {target} would break {len(broken)} foreign keys; nothing changed")
+                await self._db.commit()
+                log.info("store.migrated", version=target)
+        finally:
+            await self._db.execute("PRAGMA foreign_keys=ON")
         return len(MIGRATIONS)
 
     async def close(self, *, drain_s: float = 10.0) -> None:

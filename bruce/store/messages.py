@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import aiosqlite
 
 from bruce.store.database import Database
@@ -275,9 +277,23 @@ class MessageStore:
         )
         return [ActedTool(str(r["tool_name"]), ToolStatus(r["status"]), r["confirmation_id"]) for r in rows]
 
-    async def fail_running_turns(self, message_id: int, *, error: str) -> None:
+    async def interrupt_open_turns(self, channels: Collection[str], *, error: str) -> int:
+        """Close as ``interrupted`` every turn still ``running`` in conversations on these
+        channels: what a stopped process left open (another process's channels are left be)."""
+        names = list(channels)
+        if not names:
+            return 0
+        marks = ", ".join("?" for _ in names)
+        _, closed = await self._db.execute(
+            "UPDATE turns SET status = 'interrupted', error = COALESCE(error, ?), finished_at = ?"
+            f" WHERE status = 'running' AND conversation_id IN (SELECT id FROM conversations WHERE channel IN ({marks}))",
+            (error, self._db.now(), *names),
+        )
+        return closed
+
+    async def interrupt_turns_of(self, message_id: int, *, error: str) -> None:
         await self._db.execute(
-            "UPDATE turns SET status = 'failed', error = ?, finished_at = ? WHERE inbound_message_id = ?"
+            "UPDATE turns SET status = 'interrupted', error = ?, finished_at = ? WHERE inbound_message_id = ?"
             " AND status = 'running'",
             (error, self._db.now(), message_id),
         )

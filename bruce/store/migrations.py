@@ -1,6 +1,8 @@
 """The database schema, as an ordered list of migrations keyed by ``PRAGMA user_version``.
 
-Append a new entry to change the schema; never edit one that has shipped.
+Append a new entry to change the schema; never edit one that has shipped. Migrations run with
+foreign keys off (so a table can be rebuilt, SQLite's way to change a CHECK) and are checked with
+``PRAGMA foreign_key_check`` before they commit.
 """
 
 from __future__ import annotations
@@ -148,9 +150,32 @@ CREATE INDEX artifacts_by_conversation ON artifacts (conversation_id, created_at
 MIGRATIONS.append(_V2)
 
 _V3 = """
--- a turn is one exchange; what it counts is model calls
-ALTER TABLE turns RENAME COLUMN llm_turns TO llm_calls;
-ALTER TABLE turns ADD COLUMN job_id TEXT;  -- the proactive job that started the turn
+-- a turn is one exchange: it counts model calls (llm_calls), may be left 'interrupted' by a
+-- stopped process, names the proactive job that started it, and counts unbacked action claims
+CREATE TABLE turns_v3 (
+    id                  TEXT PRIMARY KEY,
+    conversation_id     TEXT NOT NULL REFERENCES conversations(id),
+    inbound_message_id  INTEGER REFERENCES messages(id),
+    source              TEXT NOT NULL CHECK (source IN ('chat', 'proactive', 'confirmation', 'summary')),
+    status              TEXT NOT NULL CHECK (status IN ('running', 'ok', 'failed', 'interrupted')),
+    llm_calls           INTEGER NOT NULL DEFAULT 0,
+    tool_calls          INTEGER NOT NULL DEFAULT 0,
+    hit_ceiling         INTEGER NOT NULL DEFAULT 0,
+    stopped_repeat      INTEGER NOT NULL DEFAULT 0,
+    unbacked_claims     INTEGER NOT NULL DEFAULT 0,
+    job_id              TEXT,
+    error               TEXT,
+    started_at          TEXT NOT NULL,
+    finished_at         TEXT
+);
+INSERT INTO turns_v3 (id, conversation_id, inbound_message_id, source, status, llm_calls, tool_calls, hit_ceiling,
+    stopped_repeat, error, started_at, finished_at)
+    SELECT id, conversation_id, inbound_message_id, source, status, llm_turns, tool_calls, hit_ceiling,
+    stopped_repeat, error, started_at, finished_at FROM turns;
+DROP TABLE turns;
+ALTER TABLE turns_v3 RENAME TO turns;
+CREATE INDEX turns_by_conversation ON turns (conversation_id, started_at);
+CREATE INDEX turns_open ON turns (status) WHERE status = 'running';
 
 -- the outbox: how far a reply got, and why it is still unsent
 ALTER TABLE messages ADD COLUMN parts_sent INTEGER NOT NULL DEFAULT 0;

@@ -11,6 +11,7 @@ class FakeClock:
         self._now = start or datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
         self._mono = 1000.0
         self.sleeps: list[float] = []  # every backoff asked for, in order
+        self.on_sleep: list[object] = []  # callables run (once each) at the next sleep
 
     def now(self) -> datetime:
         return self._now
@@ -29,5 +30,8 @@ class FakeClock:
     async def sleep(self, seconds: float) -> None:
         """Record the wait and move time on instead of waiting."""
         self.sleeps.append(seconds)
+        hooks, self.on_sleep = self.on_sleep, []
+        for hook in hooks:
+            hook()  # type: ignore[operator]
         self.advance(seconds=seconds)
         await asyncio.sleep(0)
