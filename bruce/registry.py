@@ -28,7 +28,7 @@ from bruce.clock import Clock, utc_iso
 from bruce.config import ToolOverride
 from bruce.confirmations import Confirmations, PendingAction
 from bruce.contracts import DryRun, Risk, ToolCall, ToolContext, ToolContract, ToolHandler, ToolResult
-from bruce.errors import ContractError, ToolError, ToolInputInvalid
+from bruce.errors import ContractError, StoreError, ToolError, ToolInputInvalid
 from bruce.log import Redactor
 from bruce.policy import Policy, effective_policy
 from bruce.store import Store, ToolExecutionRecord
@@ -105,6 +105,25 @@ def _risk_problems(contract: ToolContract) -> list[str]:
 def check_contract(contract: ToolContract) -> list[str]:
     """Every problem with a contract, at once."""
     return _shape_problems(contract) + _risk_problems(contract)
+
+
+def _json_text(value: Any) -> str:
+    """JSON for the audit row, whatever the value (a 5000-digit int, a cycle, a NaN...)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+        return json.dumps({"unserialisable": type(value).__name__, "error": str(exc)[:200]})
+
+
+def _readable(output: Any, tool_name: str) -> Any:
+    """The tool ran; if its result cannot be put into JSON for the model and the audit, say so
+    instead of failing the turn (and never pretend the action did not happen)."""
+    try:
+        json.dumps(output, ensure_ascii=False, default=str)
+    except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+        log.warning("tool.result_unserialisable", tool=tool_name, error=type(exc).__name__)
+        return {"result_unavailable": f"{tool_name} ran, but its result cannot be shown ({str(exc)[:200]})."}
+    return output
 
 
 def _with_dry_run(contract: ToolContract) -> dict[str, Any]:
@@ -198,6 +217,18 @@ class ToolRegistry:
     # execution ------------------------------------------------------------------------
 
     async def execute(self, call: ToolCall, scope: TurnScope) -> ToolResult:
+        """Run one call from the model; never raises for anything a model (or a tool) can cause.
+        Only the database failing (``StoreError``) and cancellation go through."""
+        try:
+            return await self._execute(call, scope)
+        except (asyncio.CancelledError, StoreError):
+            raise
+        except Exception as exc:  # a bug of ours: the turn goes on, the model is told
+            log.exception("tool.execute_crashed", tool=call.name)
+            return ToolResult(call.id, call.name, ToolStatus.ERROR,
+                              error=f"internal_error: the call could not be handled ({type(exc).__name__}).")
+
+    async def _execute(self, call: ToolCall, scope: TurnScope) -> ToolResult:
         started = self._clock.monotonic()
         tool = self._tools.get(call.name)
         if tool is None:
@@ -336,12 +367,12 @@ class ToolRegistry:
             log.exception("tool.crashed", tool=tool.contract.name)
             return ToolResult(call.id, call.name, ToolStatus.ERROR,
                               error=f"internal_error: the tool failed unexpectedly ({type(exc).__name__}).")
-        return ToolResult(call.id, call.name, ToolStatus.OK, output=output)
+        return ToolResult(call.id, call.name, ToolStatus.OK, output=_readable(output, tool.contract.name))
 
     # audit ----------------------------------------------------------------------------
 
     def _audit_output(self, output: Any) -> Any:
-        text = json.dumps(self._redactor.value(output), ensure_ascii=False, default=str)
+        text = _json_text(self._redactor.value(output))
         if len(text) <= self._audit_max:
             return text
         return {"truncated": True, "original_chars": len(text), "preview": text[: self._audit_max]}
@@ -365,7 +396,7 @@ class ToolRegistry:
             source=scope.source if scope.source is not TurnSource.SUMMARY else TurnSource.CHAT,
             idempotency_key=key,
         )
+        scope.results.append(replace(result, name=record.tool_name))  # known to the turn even if the write fails
         await asyncio.shield(self._store.audit.record_tool_execution(record))
-        scope.results.append(replace(result, name=record.tool_name))
         log.info("tool.executed", tool=record.tool_name, status=result.status, ms=round(latency_ms, 1))
         return result

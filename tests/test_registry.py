@@ -169,3 +169,23 @@ def test_contract_from_plain_data_names_every_problem():
     for field_name in ("step_up", "dry_run", "idempotent", "permissions", "side_effects"):
         with pytest.raises(ContractError, match=f"missing field '{field_name}'"):
             contract_from_dict({k: v for k, v in complete.items() if k != field_name})
+
+
+async def test_a_result_too_large_to_serialise_keeps_the_turn_and_names_what_acted(app_factory, fake_llm, channel,
+                                                                                  tmp_path):
+    app = await app_factory(tools={"artifacts": {"dir": str(tmp_path / "art")}})
+
+    async def huge(args, ctx):
+        return {"value": 10**5000}  # more digits than json.dumps (int -> str) accepts
+
+    app.registry.register(contract("test.huge"), huge)
+    fake_llm.add(Step.tool_calls(("artifact_save", {"filename": "r.html", "content": "x"}), ("test_huge", {})),
+                 Step.text("Saved the report; the number was too big to show."))
+    await say(app, "save and compute")
+    assert channel.texts() == ["Saved the report; the number was too big to show."]
+    audit = {r["tool_name"]: r for r in await rows(app, "SELECT tool_name, status, output FROM tool_executions")}
+    assert audit["artifact.save"]["status"] == "ok" and audit["test.huge"]["status"] == "ok"
+    assert "cannot be shown" in audit["test.huge"]["output"]
+    fed_back = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert any("result_unavailable" in m for m in fed_back)
+    assert [r["status"] for r in await rows(app, "SELECT status FROM turns WHERE source='chat'")] == ["ok"]
