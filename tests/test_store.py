@@ -109,3 +109,11 @@ async def test_closing_waits_for_a_write_under_way(tmp_path, clock):
     await store.close()
     assert all(w.done() and not w.exception() for w in writes)
     assert len(db_rows(path, "SELECT id FROM messages")) == 20
+
+
+async def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path, clock):
+    path = tmp_path / "notes.txt"
+    path.write_text("shopping list\n" * 500)
+    with pytest.raises(StoreError) as info:
+        await Store.open(path, clock)
+    assert str(path) in str(info.value) and "not a Bruce database" in str(info.value)

@@ -51,6 +51,9 @@ class Database:
         database = cls(connection, clock, busy_timeout_ms=busy_timeout_ms)
         try:
             await database._prepare()
+        except (OSError, sqlite3.Error) as exc:
+            await connection.close()
+            raise StoreError(_advice(path, exc)) from exc
         except BaseException:
             await connection.close()
             raise
@@ -148,3 +151,17 @@ class Database:
 def _is_busy(exc: sqlite3.Error) -> bool:
     """Locked by another connection: worth trying again (a full disk or a bad file is not)."""
     return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
+def _advice(path: Path, exc: BaseException) -> str:
+    """What went wrong with the database file at start-up, and what to do about it."""
+    text = str(exc)
+    if "readonly" in text or "read-only" in text or isinstance(exc, PermissionError):
+        hint = "the file or its folder is read-only: make them writable for the user running Bruce"
+    elif "full" in text or "No space" in text:
+        hint = "the disk is full: free some space"
+    elif "not a database" in text or "malformed" in text:
+        hint = "the file is not a Bruce database (or is damaged): point storage.path at another file, or restore a backup"
+    else:
+        hint = "check storage.path, the folder's permissions and free disk space"
+    return f"cannot use the database {path}: {text}; {hint}"
