@@ -27,7 +27,7 @@ run: install
 
 test: install-test
 	$(BIN)/ruff check bruce channels tools tests benchmarks
-	$(BIN)/mypy --strict bruce channels
+	$(BIN)/mypy --strict --follow-imports=silent bruce channels
 	$(BIN)/mypy tools
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 

@@ -20,7 +20,6 @@ import structlog
 from bruce.contracts import ToolCall, ToolResult
 from bruce.llm import LLMReply
 from bruce.progress import ToolFinished, ToolStarted
-from bruce.texts import NOT_FINISHED
 from bruce.turn import TurnScope
 
 __all__ = ["run_agent_loop", "TurnResult", "LLM", "Tools"]
@@ -58,7 +57,7 @@ class Tools(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class TurnResult:
-    text: str
+    text: str  # may be empty: the caller decides what the user is told
     llm_calls: int
     tool_results: tuple[ToolResult, ...]
     hit_ceiling: bool
@@ -131,5 +130,4 @@ async def run_agent_loop(
         log.info("agent.ceiling_hit", max_model_calls=max_model_calls)
     messages.append({"role": "system", "content": AFTER_REPEAT_NOTE if repeated else CEILING_NOTE})
     final = await llm.complete(messages, scope=scope, tools=None)
-    text = (final.text or "").strip() or NOT_FINISHED
-    return TurnResult(text, calls + 1, tuple(results), hit_ceiling, repeated)
+    return TurnResult((final.text or "").strip(), calls + 1, tuple(results), hit_ceiling, repeated)

@@ -13,7 +13,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
@@ -22,6 +22,7 @@ import structlog
 from bruce.agent import LLM, Tools, TurnResult, run_agent_loop
 from bruce.approvals import ApprovalDesk
 from bruce.channel import Channel, ConfirmationRequest, DecisionReport, ProgressChannel
+from bruce.claims import CORRECTION_NOTE, unbacked_claims
 from bruce.clock import Clock, parse_iso
 from bruce.commands import Command
 from bruce.confirmations import Confirmations, Decision, PendingAction
@@ -32,8 +33,11 @@ from bruce.progress import Progress, showing
 from bruce.prompt import build_system_prompt
 from bruce.store import Store, StoredMessage
 from bruce.texts import (
+    EMPTY_ANSWER,
     INTERNAL_ERROR,
     LLM_DOWN,
+    NOT_FINISHED,
+    claim_note,
     command_usage,
     decision_text,
     interrupted_by_shutdown,
@@ -192,7 +196,11 @@ class Conversations:
         try:
             async with self._indicator(scope.conversation_id) as progress:
                 scope.progress = progress
-                result = await self._run_loop(scope, inbound, prompt)
+                result, context = await self._run_loop(scope, inbound, prompt)
+                if result.text:
+                    result, unbacked = await self._check_claims(scope, result, context)
+                else:
+                    unbacked = 0
         except asyncio.CancelledError:
             await asyncio.shield(self._interrupted(scope, inbound))
             raise
@@ -205,9 +213,35 @@ class Conversations:
         except Exception as exc:
             log.exception("turn.crashed")
             return await self._fail(scope, inbound, INTERNAL_ERROR, error=type(exc).__name__)
-        return await self._finish(scope, inbound, result)
+        return await self._finish(scope, inbound, result, unbacked)
 
-    async def _run_loop(self, scope: TurnScope, inbound: StoredMessage | None, prompt: str | None) -> TurnResult:
+    async def _check_claims(
+        self, scope: TurnScope, result: TurnResult, context: list[dict[str, Any]],
+    ) -> tuple[TurnResult, int]:
+        """An answer claiming an action no tool did this turn gets one correction call (tools
+        off); if the new answer still claims it, code says so. Returns the answer to send and
+        how many claims were unbacked."""
+        claims = unbacked_claims(result.text, result.tool_results)
+        if not claims:
+            return result, 0
+        log.warning("grounding.claim_unbacked", claims=[c.phrase for c in claims])
+        note = CORRECTION_NOTE.format(claims=" and ".join(c.action for c in claims),
+                                      done=", ".join(scope.completed_actions()) or "none")
+        messages = [*context, {"role": "assistant", "content": result.text}, {"role": "system", "content": note}]
+        try:
+            reply = await self._llm.complete(messages, scope=scope, tools=None)
+            text = (reply.text or "").strip() or result.text
+        except LLMError:
+            text = result.text
+        still = unbacked_claims(text, result.tool_results)
+        if still:
+            text = f"{text}\n\n{claim_note([c.action for c in still])}"
+        return replace(result, text=text), len(claims)
+
+    async def _run_loop(
+        self, scope: TurnScope, inbound: StoredMessage | None, prompt: str | None,
+    ) -> tuple[TurnResult, list[dict[str, Any]]]:
+        """The loop's result, and the context it started from (system prompt and history)."""
         messages, s = self._store.messages, self._settings
         cid = scope.conversation_id
         summary = await messages.latest_summary(cid)
@@ -219,9 +253,16 @@ class Conversations:
         history: list[dict[str, Any]] = list(await self.history(cid, inbound.id if inbound else None))
         if prompt is not None:
             history.append({"role": "user", "content": PROACTIVE_NOTE.format(prompt=prompt)})
-        return await run_agent_loop(self._llm, self._registry, system_prompt, history, s.max_model_calls, scope=scope)
+        result = await run_agent_loop(self._llm, self._registry, system_prompt, history, s.max_model_calls,
+                                      scope=scope)
+        return result, [{"role": "system", "content": system_prompt}, *history]
 
-    async def _finish(self, scope: TurnScope, inbound: StoredMessage | None, result: TurnResult) -> TurnOutcome:
+    async def _finish(
+        self, scope: TurnScope, inbound: StoredMessage | None, result: TurnResult, unbacked: int = 0,
+    ) -> TurnOutcome:
+        if not result.text:  # nothing to say is not an answer: a clear note, and the turn is not ok
+            notice = NOT_FINISHED if result.hit_ceiling or result.stopped_repeat else EMPTY_ANSWER
+            return await self._fail(scope, inbound, notice, error="empty answer")
         existing = await self._store.artifacts.existing_paths(produced_urls(result.tool_results))
         text = check_links(result.text, result.tool_results, admin_base=self._settings.admin_base_url,
                            existing=existing).text
@@ -230,7 +271,7 @@ class Conversations:
         await asyncio.shield(self._store.messages.complete_turn(
             scope.turn_id, inbound_id=inbound.id if inbound else None, conversation_id=scope.conversation_id,
             reply=text, llm_calls=scope.llm_calls, tool_calls=len(result.tool_results),
-            hit_ceiling=result.hit_ceiling, stopped_repeat=result.stopped_repeat,
+            hit_ceiling=result.hit_ceiling, stopped_repeat=result.stopped_repeat, unbacked_claims=unbacked,
         ))
         await self._outbox.flush(scope.conversation_id)
         await self._send_confirmations(scope.conversation_id, scope.confirmations)

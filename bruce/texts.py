@@ -15,6 +15,7 @@ __all__ = [
     "LLM_DOWN",
     "INTERNAL_ERROR",
     "NOT_FINISHED",
+    "EMPTY_ANSWER",
     "UNGROUNDED_LINK",
     "actions_note",
     "with_actions",
@@ -29,11 +30,13 @@ __all__ = [
     "decision_text",
     "action_outcome",
     "llm_not_configured",
+    "claim_note",
 ]
 
 LLM_DOWN = "I can't reach the language model right now, so I couldn't answer. Please try again in a few minutes."
 INTERNAL_ERROR = "Something went wrong on my side while answering. Please try again."
 NOT_FINISHED = "I could not finish this within the steps I'm allowed."
+EMPTY_ANSWER = "The language model returned an empty answer, so I have nothing to tell you. Please ask again."
 UNGROUNDED_LINK = "(I removed a link I could not actually produce: no tool created it in this turn.)"
 
 
@@ -134,3 +137,13 @@ def llm_not_configured(model: str, env: str) -> str:
         "or point llm.api_base at a local OpenAI-compatible server such as Ollama "
         "(e.g. llm.model: ollama_chat/llama3.2, llm.api_base: http://127.0.0.1:11434)."
     )
+
+
+_CLAIMED = {"saved": "saved", "scheduled": "scheduled", "sent": "sent", "remembered": "stored in memory"}
+
+
+def claim_note(actions: Sequence[str]) -> str:
+    """Appended by code when the answer still claims an action no tool performed."""
+    verbs = " or ".join(dict.fromkeys(a if a != "remembered" else "remembered" for a in actions))
+    done = ", ".join(f"nothing was {_CLAIMED.get(a, a)}" for a in dict.fromkeys(actions))
+    return f"(Note from Bruce: no tool {verbs} anything in this turn; {done}.)"

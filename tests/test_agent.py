@@ -80,3 +80,14 @@ async def test_independent_calls_in_one_response_all_run(app, fake_llm, channel)
     tool_msgs = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
     call_ids = [c["id"] for c in fake_llm.requests[1]["messages"][-4]["tool_calls"]]
     assert [m["tool_call_id"] for m in tool_msgs] == call_ids
+
+
+async def test_an_empty_final_answer_is_a_clear_note_and_not_ok(app, fake_llm, channel):
+    fake_llm.add(Step.text("   "))
+    await say(app, "hello?")
+    (notice,) = channel.texts()
+    assert notice.startswith("The language model returned an empty answer") and "Nothing was done." in notice
+    (turn,) = await rows(app, "SELECT status, error FROM turns WHERE source = 'chat'")
+    assert turn == {"status": "failed", "error": "empty answer"}
+    (reply,) = await rows(app, "SELECT kind FROM messages WHERE direction = 'out'")
+    assert reply["kind"] == "notice"  # kept out of the model's history

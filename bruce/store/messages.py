@@ -244,7 +244,7 @@ class MessageStore:
     async def complete_turn(
         self, turn_id: str, *, conversation_id: str, reply: str, llm_calls: int, tool_calls: int,
         inbound_id: int | None = None, hit_ceiling: bool = False, stopped_repeat: bool = False,
-        error: str | None = None,
+        error: str | None = None, unbacked_claims: int = 0,
     ) -> int:
         """Store the reply (pending, to be sent), close the message it answers and the turn: all
         or nothing, so a crash can neither lose the reply nor answer the message twice. With
@@ -259,9 +259,9 @@ class MessageStore:
                                      status=MessageStatus.FAILED if failed else MessageStatus.DONE)
             await db.execute(
                 "UPDATE turns SET status = ?, llm_calls = ?, tool_calls = ?, hit_ceiling = ?, stopped_repeat = ?,"
-                " error = ?, finished_at = ? WHERE id = ?",
+                " unbacked_claims = ?, error = ?, finished_at = ? WHERE id = ?",
                 (str(TurnStatus.FAILED if failed else TurnStatus.OK), llm_calls, tool_calls, int(hit_ceiling),
-                 int(stopped_repeat), error, now, turn_id),
+                 int(stopped_repeat), unbacked_claims, error, now, turn_id),
             )
         return reply_id
 
