@@ -79,7 +79,7 @@ class Confirmations:
             id=confirmation_id,
             tool_name=contract.name,
             risk=str(contract.risk),
-            summary=_summary(contract, arguments),
+            summary=_summary(contract, self._redactor.value(arguments)),
             side_effects=contract.side_effects,
             preview=None if preview is None else _render_preview(preview),
             expires_at=expires_at,

@@ -1,21 +1,33 @@
 """Grounding checks on the model's final text, done in code.
 
-A link to one of our own artifacts (``/artifacts/...`` on the admin page, with or without a
-scheme, in any letter case) must have been returned as a ``url`` field by a successful tool call
-in this same turn. Otherwise the model made it up: the link is removed and the user is told it
-could not be produced. URLs that merely appear in tool output text (a web page Bruce read, say)
-do not count: only a tool's own ``url`` result vouches for a link.
+A link to one of our own artifacts (``/artifacts/...`` on the admin page) must have been returned
+as a ``url`` field by a successful tool call in this same turn. Otherwise the model made it up:
+the link is removed and the user is told it could not be produced. URLs that merely appear in
+tool output text (a web page Bruce read, say) do not count: only a tool's own ``url`` result
+vouches for a link.
+
+Every spelling a browser, or the server behind it, reads as the same link counts. A candidate is
+parsed as a browser parses it (the WHATWG URL Standard, by ada-url): IPv4 shorthand, decimal, hex
+and octal hosts become dotted quads, IPv6 hosts (IPv4-mapped too) are compressed, names are
+lower-cased and IDNA-mapped, backslashes are slashes and dot segments are resolved. Then as a
+server routes it: a trailing dot of the host is dropped, the path is percent-decoded, look-alike
+slashes (U+2215 and friends) and backslashes count as ``/``, repeated slashes as one, and dot
+segments are resolved again. A link is ours when it is a bare path, or its host is the admin
+page's, a ``localhost`` name, or any loopback or unspecified address (on any port: the admin
+page may be reached through more than one). Produced links are compared in the same form.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote
 
 import structlog
+from ada_url import parse_url
 
 from bruce.contracts import ToolResult
 from bruce.texts import UNGROUNDED_LINK
@@ -24,18 +36,29 @@ __all__ = ["GroundingReport", "check_links", "produced_urls"]
 
 log = structlog.get_logger(__name__)
 
-_TRAILING = ".,;:!?)]}'\""
-# anything that may be a link to our artifacts: a URL, a bare host[:port]/artifacts/..., or a path
-_CANDIDATE = re.compile(
-    r"""(?:https?://|\b(?:localhost|127\.0\.0\.1|\[::1\]|[\w.-]+:\d+)(?=/))?[^\s<>()"'\[\]]*/artifacts/[^\s<>()"'\[\]]*""",
-    re.IGNORECASE,
-)
+_PREFIX = "/artifacts/"
+_LEADING = "*_~>|"  # markdown emphasis, quotes and tables around a link
+_TRAILING = ".,;:!?)]}'\"*_~|"
+# a run of URL characters; square brackets only around an IPv6 literal (they contain a colon);
+# possessive, so a long "[::::" with no "]" costs linear time
+_CANDIDATE = re.compile(r"""(?:\[[\w.%]*+:[\w:.%]*+\]|[^\s<>()\[\]"'`])++""")
+_EMBEDDED_SCHEME = re.compile(r"https?:", re.IGNORECASE)
+_ANY_SCHEME = re.compile(r"[a-z][a-z0-9+.\-]*://", re.IGNORECASE)
+_SLASHES = str.maketrans(dict.fromkeys("\\\u2215\u2044\u29f8\u2571\uff0f\u29f5\u29f9\u2216\uff3c", "/"))
+_REPEATED_SLASHES = re.compile(r"/{2,}")
+_MAX_ROUNDS = 4  # percent-encoding nested deeper than this is not undone by anyone
 
 
 @dataclass(frozen=True, slots=True)
 class GroundingReport:
     text: str
     removed: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Link:
+    host: str | None  # None: a bare path (relative to wherever it is shown)
+    path: str  # as a server routes it
 
 
 def _url_fields(value: Any) -> Iterable[str]:
@@ -50,14 +73,81 @@ def _url_fields(value: Any) -> Iterable[str]:
             yield from _url_fields(item)
 
 
-def _artifact_path(link: str) -> str | None:
-    """The ``/artifacts/...`` path a link points at, or None if it is not one of ours."""
-    text = link if "://" in link or link.startswith("/") else f"http://{link}"
-    parts = urlsplit(text)
-    path = parts.path
-    if not path.lower().startswith("/artifacts/"):
+def _unquote_all(text: str) -> str:
+    for _ in range(_MAX_ROUNDS):
+        decoded = unquote(text, errors="replace")
+        if decoded == text:
+            break
+        text = decoded
+    return text
+
+
+def _without_dot_segments(path: str) -> str:
+    kept: list[str] = []
+    segments = path.split("/")[1:]
+    for segment in segments:
+        if segment == "..":
+            if kept:
+                kept.pop()
+        elif segment != ".":
+            kept.append(segment)
+    trailing = "/" if segments and segments[-1] in (".", "..") else ""
+    return "/" + "/".join(kept) + trailing
+
+
+def _routed_path(path: str) -> str:
+    """The path a server routes: decoded, one kind of slash, no repeats, no dot segments."""
+    for _ in range(_MAX_ROUNDS):
+        routed = _without_dot_segments(_REPEATED_SLASHES.sub("/", _unquote_all(path).translate(_SLASHES)))
+        if routed == path:
+            break
+        path = routed
+    return path
+
+
+def _parse(link: str) -> _Link | None:
+    """Host and routed path of a link as written in text, or None if no browser would open it."""
+    text = link.translate(_SLASHES)
+    scheme = _ANY_SCHEME.match(text)
+    if scheme:  # whatever the scheme, read the host as a browser reads an http one
+        url, bare = "http://" + text[scheme.end():], False
+    elif text.lower().startswith(("http:", "https:")):
+        url, bare = text, False  # "http:/host/..." and "http:host/...": browsers fix these up
+    elif text.startswith(("/", ".")):
+        url, bare = "http://localhost/" + text, True
+    else:
+        url, bare = "http://" + text, False  # a bare host[:port]/path
+    try:
+        parts = parse_url(url, attributes=("hostname", "pathname"))
+    except ValueError:
         return None
-    return "/artifacts/" + path[len("/artifacts/"):]
+    return _Link(None if bare else parts["hostname"], _routed_path(parts["pathname"]))
+
+
+def _artifact_path(link: _Link) -> str | None:
+    """The ``/artifacts/...`` path a link points at (the prefix in any letter case), or None."""
+    if not link.path.lower().startswith(_PREFIX):
+        return None
+    return _PREFIX + link.path[len(_PREFIX):]
+
+
+def _canonical_host(host: str) -> str:
+    return host.strip("[]").rstrip(".").lower()
+
+
+def _is_ours(link: _Link, admin_host: str) -> bool:
+    if link.host is None:
+        return True  # a bare /artifacts/... path
+    host = _canonical_host(link.host)
+    if host in (admin_host, "localhost") or host.endswith(".localhost"):
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback or ip.is_unspecified
 
 
 def produced_urls(results: Iterable[ToolResult]) -> set[str]:
@@ -66,20 +156,22 @@ def produced_urls(results: Iterable[ToolResult]) -> set[str]:
     for result in results:
         if result.ok:
             for url in _url_fields(result.output):
-                path = _artifact_path(url)
-                if path:
+                link = _parse(url)
+                path = _artifact_path(link) if link else None
+                if path is not None:
                     found.add(path)
     return found
 
 
-def _is_ours(link: str, admin_base: str) -> bool:
-    admin = urlsplit(admin_base)
-    text = link if "://" in link or link.startswith("/") else f"http://{link}"
-    parts = urlsplit(text)
-    if not parts.netloc:
-        return True  # a bare /artifacts/... path
-    host = (parts.hostname or "").lower()
-    return host in {"localhost", "127.0.0.1", "::1", (admin.hostname or "").lower()}
+def _split(raw: str) -> tuple[str, str, str]:
+    """``raw`` as (text before the link, the link, text after it)."""
+    link = raw.lstrip(_LEADING)
+    head = raw[: len(raw) - len(link)]
+    scheme = _EMBEDDED_SCHEME.search(link)
+    if scheme and scheme.start() > 0 and not any(c in link[: scheme.start()] for c in "/\\"):
+        head, link = head + link[: scheme.start()], link[scheme.start():]  # "url=http://...", "see:http://..."
+    stripped = link.rstrip(_TRAILING)
+    return head, stripped, link[len(stripped):]
 
 
 def check_links(
@@ -90,17 +182,23 @@ def check_links(
     produced = produced_urls(results)
     if existing is not None:
         produced &= existing
+    admin = _parse(admin_base)
+    admin_host = _canonical_host(admin.host) if admin and admin.host else ""
     removed: list[str] = []
 
     def replace(match: re.Match[str]) -> str:
         raw = match.group(0)
-        link = raw.rstrip(_TRAILING)
-        tail = raw[len(link):]
-        path = _artifact_path(link)
-        if path is None or not _is_ours(link, admin_base) or path in produced:
+        if _PREFIX.strip("/") not in _unquote_all(raw).lower():
+            return raw  # cheap: most words of an answer are not links to artifacts
+        head, link, tail = _split(raw)
+        parsed = _parse(link)
+        if parsed is None or not _is_ours(parsed, admin_host):
+            return raw
+        path = _artifact_path(parsed)
+        if path is None or path in produced:
             return raw
         removed.append(link)
-        return "[link removed]" + tail
+        return f"{head}[link removed]{tail}"
 
     checked = _CANDIDATE.sub(replace, text)
     if removed:

@@ -64,6 +64,19 @@ def test_grounding_removes_links_no_successful_tool_returned():
     assert "/artifacts/" not in report.text.split("\n\n")[0]
 
 
+def test_grounding_reads_links_as_a_browser_does():
+    """Another spelling of a produced link stays; a fabricated one on our host goes, however it is written."""
+    results = [ToolResult("c1", "artifact_save", "ok", output={"url": f"{ADMIN}/artifacts/a1/r.html"})]
+    text = ("Your page: [open](http://[::1]:8765/artifacts/a1/./r.html). Also "
+            "**http://2130706433:8765/x/../artifacts/fake/r.html** and see:http://localhost.:8765/%61rtifacts/fake/y.html")
+    report = check_links(text, results, admin_base=ADMIN)
+    assert report.removed == ("http://2130706433:8765/x/../artifacts/fake/r.html",
+                              "http://localhost.:8765/%61rtifacts/fake/y.html")
+    first = report.text.split("\n\n")[0]
+    assert first == ("Your page: [open](http://[::1]:8765/artifacts/a1/./r.html). Also "
+                     "**[link removed]** and see:[link removed]")
+
+
 async def test_console_channel_object_drives_a_turn(make_config, clock, fake_llm, tmp_path):
     from bruce.app import build_app
 

@@ -52,3 +52,31 @@ def test_redactor_masks_nested_values_and_token_shapes():
     assert redactor.text("bot 123456789:AAH0123456789abcdefghijklmnopqrstuv ok") == "bot *** ok"
     assert redactor.value({"max_tokens": 50, "api_key": None}) == {"max_tokens": 50, "api_key": None}
     assert redactor.text("GET https://bob:hunter2x@example.org/x ok") == "GET https://***@example.org/x ok"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("GET https://bob:p@ss@w0rd@example.org/x ok", "GET https://***@example.org/x ok"),
+        ("GET https://ghp_abcdef0123456789@example.org/x ok", "GET https://***@example.org/x ok"),
+        ("https://api.example/v1?access_token=abc123&page=2", "https://api.example/v1?access_token=***&page=2"),
+        ("https://hooks.example/exact?token=abc, then", "https://hooks.example/exact?token=***, then"),
+        ("https://maps.example/q?key=AIzaSy0123&q=coffee", "https://maps.example/q?key=***&q=coffee"),
+        ("https://app.example/cb#api_key=s3cr3t&state=ok", "https://app.example/cb#api_key=***&state=ok"),
+        ("https://s3.example/f?X-Amz-Signature=ab12&X-Amz-Credential=AK%2F1",
+         "https://s3.example/f?X-Amz-Signature=***&X-Amz-Credential=***"),
+        ("https://a.example/?clientSecret=x1&password=x2&passwd=x3&sig=x4&auth=x5",
+         "https://a.example/?clientSecret=***&password=***&passwd=***&sig=***&auth=***"),
+        ("https://discord.com/api/webhooks/1234/AbCdEf_tok", "https://discord.com/api/webhooks/***"),
+        ("https://hooks.slack.com/services/T000/B000/XXXXXXXX", "https://hooks.slack.com/services/***"),
+        ("https://maker.ifttt.com/trigger/lights/with/key/d3adb33f", "https://maker.ifttt.com/trigger/lights/with/key/***"),
+        # names that only look alike, and no URL at all, stay readable
+        ("https://news.example/a?author=ann&keyword=otters&page=2",
+         "https://news.example/a?author=ann&keyword=otters&page=2"),
+        ("user@example.org wrote token=abc", "user@example.org wrote token=abc"),
+    ],
+    ids=lambda value: value[:48],
+)
+def test_redactor_masks_the_secret_parts_of_urls(text, shown):
+    assert Redactor().text(text) == shown
+    assert Redactor().value({"url": text}) == {"url": shown}

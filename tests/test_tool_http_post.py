@@ -16,6 +16,8 @@ from bruce.contracts import DryRun, Risk, ToolContext
 from bruce.errors import ConfigError, ToolFailed
 from bruce.registry import check_contract
 from tests.fakes.clock import FakeClock
+from tests.fakes.llm_server import Step
+from tests.helpers import rows, say
 from tools.http_post import http_post_tool
 
 
@@ -115,6 +117,12 @@ async def test_redirects_are_not_followed(handler, receiver: Receiver):
         "{base}/hooks/x?extra=1", "{base}/exact", "{base}/exact?token=abd",
         "http://localhost:{port}/hooks/x", "http://127.0.0.2:{port}/hooks/x", "http://127.0.0.1:1/hooks/x",
         "https://127.0.0.1:{port}/hooks/x", "http://u:p@127.0.0.1:{port}/hooks/x", "not a url", "file:///etc/passwd",
+        # path tricks a server may read as a way out of /hooks
+        "{base}/hooks/..;/admin", "{base}/hooks/..%3b/admin", "{base}/hooks/..\\admin", "{base}/hooks/%5c..%5cadmin",
+        "{base}/hooks//admin", "{base}/hooks/;/../admin", "{base}/hooks/x;jsessionid=1",
+        # IDNA hosts: refused like any host not on the list, not a crash
+        "http://xn--n3h.example:{port}/hooks/x", "http://xn--abc.example/hooks", "http://\u2603.example/hooks",
+        "http://ex\u00e4mple.org/hooks",
     ],
 )
 async def test_urls_not_on_the_list_are_refused(handler, receiver: Receiver, url: str):
@@ -143,6 +151,33 @@ async def test_dry_run_previews_and_sends_nothing(handler, receiver: Receiver):
         "body": '{\n  "msg": "olá",\n  "n": [\n    1,\n    2\n  ]\n}',
         "bytes": len('{"msg":"olá","n":[1,2]}'.encode()),
     }
+    assert receiver.requests == []
+
+
+async def test_the_preview_masks_a_secret_in_the_url_but_the_post_uses_it(handler, receiver: Receiver):
+    url = f"{receiver.base}/exact?token=abc"
+    preview = await handler({"url": url, "json": {"a": 1}}, ctx(dry_run=True))
+    assert preview["url"] == f"{receiver.base}/exact?token=***"
+    await handler({"url": url, "json": {"a": 1}}, ctx())
+    assert [r["query"] for r in receiver.requests] == ["token=abc"]
+
+
+async def test_a_parked_post_shows_and_audits_the_webhook_url_masked(app_factory, fake_llm, channel, receiver: Receiver):
+    url = f"{receiver.base}/exact?token=abc"
+    app = await app_factory(tools={"http_post": {"allowed_urls": [url]}})
+    fake_llm.add(Step.tool_calls(("http_post", {"url": url, "json": {"lights": "off"}})),
+                 Step.text("The owner has to approve that first."))
+    await say(app, "turn off the lights")
+
+    [(_, request)] = channel.confirmations
+    assert request.preview is not None and "token=***" in request.preview and "abc" not in request.preview
+    assert "token=***" in request.summary and "abc" not in request.summary  # the one-line summary too
+    audits = await rows(app, "SELECT status, input, output FROM tool_executions")
+    assert [a["status"] for a in audits] == ["awaiting_confirmation"]
+    assert json.loads(audits[0]["input"])["url"] == f"{receiver.base}/exact?token=***"
+    [pending] = await rows(app, "SELECT arguments, preview FROM pending_confirmations")
+    assert json.loads(pending["preview"])["url"] == f"{receiver.base}/exact?token=***"
+    assert json.loads(pending["arguments"])["url"] == url  # what will run once approved
     assert receiver.requests == []
 
 

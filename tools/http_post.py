@@ -4,11 +4,19 @@ endpoint), never anywhere else.
 Allow-list rule (config key ``tools.http_post.allowed_urls``), for each entry:
 
 * scheme, host and port must be equal (an omitted port means 80 for http, 443 for https);
-* the URL's path must be the entry's path or lie below it at a ``/`` boundary
-  (entry ``/hooks`` allows ``/hooks`` and ``/hooks/x``, not ``/hooksx``); ``.``/``..`` segments,
-  even percent-encoded, are refused;
+* the host is compared in its ASCII (IDNA) form, so a unicode or ``xn--`` host is refused like
+  any other host that is not on the list;
+* the URL's path, percent-decoded, must be the entry's path or lie below it at a ``/`` boundary
+  (entry ``/hooks`` allows ``/hooks`` and ``/hooks/x``, not ``/hooksx``);
+* a path a server could read as another one is refused, as the model wrote it and as it would be
+  sent: ``.``/``..`` segments, ``;`` (path parameters, ``..;/``), backslashes, empty segments
+  (``//``), control characters, an encoded ``/`` (``%2f``), bytes that are not UTF-8, all of them
+  in any percent-encoding (``%2e%2e``, ``%252e``) and Unicode compatibility form (``\uff0e\uff0e``);
 * the query string must be exactly the entry's (an entry without one allows none);
 * URLs with ``user:password@`` are never allowed.
+
+The dry-run preview shows the URL with its secrets masked (``?token=***``, see
+``bruce.log.redact_urls``), as do error messages; the stored action keeps the URL that will run.
 
 Redirects are not followed: a 3xx answer is returned as it is. Failure codes: ``invalid_args``,
 ``url_not_allowed``, ``too_large`` (body over 100 kB), ``http_error`` (status >= 400),
@@ -18,14 +26,17 @@ Redirects are not followed: a 3xx answer is returned as it is. Failure codes: ``
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
 from bruce.contracts import DryRun, Risk, ToolContext, ToolContract, ToolHandler
 from bruce.errors import ConfigError, ToolFailed
+from bruce.log import redact_urls
 
 __all__ = ["HTTP_POST", "http_post_tool", "MAX_BODY_BYTES", "CONFIG_KEY"]
 
@@ -34,31 +45,68 @@ CONFIG_KEY = "tools.http_post.allowed_urls"
 DEFAULT_TIMEOUT_S = 15.0
 DEFAULT_RESPONSE_CHARS = 2000
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_MAX_DECODING_ROUNDS = 4  # percent-encoding nested deeper than this is refused
 
 
 class _Entry(NamedTuple):
     scheme: str
     host: str
     port: int
-    path: str
+    path: str  # percent-decoded
     query: bytes
 
 
-def _parse(url: str) -> httpx.URL | None:
+class _Target(NamedTuple):
+    url: httpx.URL
+    path: str  # percent-decoded, checked
+
+
+def _decoded(path: str) -> str | None:
+    """``path`` percent-decoded until nothing changes (NFKC-normalised), or None if that does not end
+    or gives bytes that are not UTF-8."""
+    for _ in range(_MAX_DECODING_ROUNDS):
+        try:
+            once = unquote(path, errors="strict")
+        except UnicodeDecodeError:
+            return None
+        if once == path:
+            return unicodedata.normalize("NFKC", path)
+        path = once
+    return None
+
+
+def _plain_path(path: str) -> str | None:
+    """The decoded path, or None if a server could read it as another path than the one matched."""
+    decoded = _decoded(path)
+    if decoded is None or decoded.count("/") != path.count("/"):  # an encoded (or look-alike) slash
+        return None
+    segments = decoded.split("/")
+    if any(c in decoded for c in "\\;") or any(ord(c) < 0x20 or c == "\x7f" for c in decoded):
+        return None
+    if any(segment in (".", "..") for segment in segments) or "" in segments[1:-1]:
+        return None
+    return decoded
+
+
+def _parse(url: str) -> _Target | None:
     try:
         parsed = httpx.URL(url)
+        has_host = bool(parsed.host)  # an xn-- host that is not valid IDNA: IDNAError, a ValueError
+        written = _plain_path(urlsplit(url).path or "/")  # as the model wrote it (httpx resolves "..")
     except (httpx.InvalidURL, TypeError, ValueError):
         return None
-    if parsed.scheme not in _DEFAULT_PORTS or not parsed.host or parsed.userinfo:
+    if parsed.scheme not in _DEFAULT_PORTS or not has_host or parsed.userinfo:
         return None
-    if any(segment in (".", "..") for segment in parsed.path.split("/")):
+    sent = _plain_path(parsed.raw_path.decode("ascii").split("?", 1)[0])
+    if written is None or written != sent:
         return None
-    return parsed
+    return _Target(parsed, written)
 
 
-def _entry(url: httpx.URL) -> _Entry:
+def _entry(target: _Target) -> _Entry:
+    url = target.url
     port = url.port or _DEFAULT_PORTS[url.scheme]
-    return _Entry(url.scheme, url.host.lower(), port, url.path, url.query)
+    return _Entry(url.scheme, url.raw_host.decode("ascii").lower(), port, target.path, url.query)
 
 
 def _allows(entry: _Entry, url: _Entry) -> bool:
@@ -69,12 +117,13 @@ def _allows(entry: _Entry, url: _Entry) -> bool:
 
 
 def _shown(url: str) -> str:
-    """The URL for messages, without any user:password part."""
+    """The URL for messages and previews: no user:password part, secrets masked."""
     try:
         parsed = httpx.URL(url)
-        return str(parsed.copy_with(userinfo=b"")) if parsed.userinfo else str(parsed)
+        shown = str(parsed.copy_with(userinfo=b"")) if parsed.userinfo else str(parsed)
     except (httpx.InvalidURL, TypeError, ValueError):
-        return url[:200]
+        shown = url[:200]
+    return redact_urls(shown)
 
 
 def _description(max_response_chars: int) -> str:
@@ -202,7 +251,7 @@ class _Poster:
         body = _body(args["json"])
         if ctx.dry_run:
             pretty = json.dumps(args["json"], ensure_ascii=False, indent=2)
-            return {"method": "POST", "url": url, "body": pretty, "bytes": len(body)}
+            return {"method": "POST", "url": _shown(url), "body": pretty, "bytes": len(body)}
         status, text, truncated = await self.send(url, body)
         if status >= 400:
             raise _http_error(url, status, text, truncated)

@@ -11,7 +11,12 @@ before it is requested:
   169.254.169.254), multicast, reserved, unspecified, shared CGNAT
   (100.64.0.0/10) or otherwise not globally routable (``blocked_address``).
   IPv4 addresses embedded in IPv6 ones (IPv4-mapped ``::ffff:a.b.c.d``, 6to4,
-  Teredo, NAT64 ``64:ff9b::/96``) are unwrapped and checked as IPv4;
+  Teredo, NAT64 ``64:ff9b::/96``) are unwrapped and checked as IPv4; IPv6
+  site-local ``fec0::/10`` (deprecated, still routed inside some networks) is
+  refused too;
+* a host is an IP literal in any spelling the system's resolver accepts (``127.1``,
+  decimal ``2130706433``, hex ``0x7f000001``, one trailing dot ``127.0.0.1.``):
+  it is checked as that address, without a DNS lookup;
 * a name that does not resolve gives ``dns_error``.
 
 Known limit, and how it is closed
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import socket
 from collections.abc import Iterable
 from typing import Any
@@ -97,6 +103,7 @@ def is_blocked_ip(ip: IPAddress | str) -> bool:
             return True
     return (
         ip.is_private
+        or (isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local)
         or ip.is_loopback
         or ip.is_link_local
         or ip.is_multicast
@@ -107,10 +114,25 @@ def is_blocked_ip(ip: IPAddress | str) -> bool:
     )
 
 
+_NUMERIC_IPV4 = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)(?:\.(?:0x[0-9a-f]*|[0-9]+)){0,3}", re.IGNORECASE)
+
+
 def _literal_ip(host: str) -> IPAddress | None:
+    """The address ``host`` spells, if it is an IP literal: standard forms, and the IPv4 forms
+    (``127.1``, ``2130706433``, ``0x7f.1``) that ``getaddrinfo`` turns into an address, as
+    ``inet_aton`` does, without asking DNS. One trailing dot is the same host."""
+    host = host.split("%", 1)[0]
+    if host.endswith(".") and not host.endswith(".."):
+        host = host[:-1]
     try:
-        return ipaddress.ip_address(host.split("%", 1)[0])
+        return ipaddress.ip_address(host)
     except ValueError:
+        pass
+    if not _NUMERIC_IPV4.fullmatch(host):
+        return None
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
         return None
 
 
