@@ -167,7 +167,6 @@ async def _registry(config: Config, store: Store, clock: Clock, redactor: Redact
     try:
         registry.register_all(tool_set(config, store))
     except ContractError as exc:
-        await store.close()
         raise ConfigError(str(exc)) from None
     return registry
 
@@ -184,11 +183,20 @@ async def build_app(
     environ = os.environ if environ is None else environ
     redactor = redactor or Redactor(config.secrets())
     store = await Store.open(config.storage.path, clock, busy_timeout_ms=config.storage.busy_timeout_ms)
+    try:
+        return await _assemble(config, store, clock, environ, redactor, extra_channels or [])
+    except BaseException:  # an open database keeps a thread alive: never leave one behind
+        await store.close()
+        raise
+
+
+async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping[str, str], redactor: Redactor,
+                    extra_channels: list[Channel]) -> App:
     llm = LLMService(config.llm, store=store, clock=clock, environ=environ)
     confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
     registry = await _registry(config, store, clock, redactor, confirmations)
     channels = _configured_channels(config, clock)
-    channels.update({c.name: c for c in extra_channels or []})
+    channels.update({c.name: c for c in extra_channels})
     a, c = config.assistant, config.channels
     outbox = Outbox(store=store, channels=channels, clock=clock, settings=OutboxSettings(
         send_retries=c.send_retries, backoff_s=c.send_backoff_s, resend_interval_s=c.resend_interval_s,

@@ -1,7 +1,13 @@
 """The ``bruce`` command: run, chat, tools, config check.
 
 Errors a user can cause (a bad config, a locked database) end with one clear message and a
-non-zero exit, never a traceback.
+non-zero exit, never a traceback: 2 for a configuration error, 1 for anything else. Every
+command validates the config the same way (``check_config``), so ``bruce config check``
+refuses exactly what ``bruce run`` would refuse at start-up, without opening the database.
+
+``run`` and ``chat`` stop the same way: the first SIGTERM or SIGINT stops taking messages and
+lets turns in flight finish (``App.stop()``, up to ``assistant.shutdown_timeout_s``); a second
+one cancels them at once (exit 130). Either way the database is closed.
 """
 
 from __future__ import annotations
@@ -12,17 +18,24 @@ import json
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
-from bruce.config import Config, default_config_path, load_config
-from bruce.errors import BruceError, ConfigError
+from bruce.config import Config, default_config_path, load_config, unknown_overrides
+from bruce.errors import BruceError, ConfigError, ContractError
 from bruce.log import Redactor, configure_logging
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from bruce.app import App
+
+__all__ = ["main", "check_config"]
+
+FORCED_EXIT = 130  # a second signal: turns in flight were cancelled
 
 log = structlog.get_logger(__name__)
 
@@ -47,32 +60,93 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_config(config: Config, *, source: str | None = None) -> None:
+    """Everything start-up refuses about the tool set, checked from the contracts alone (no
+    database is opened): each contract is complete and consistent, no two share a name, and
+    ``tools.overrides`` names only tools that exist. Raises ConfigError naming each problem."""
+    from bruce.app import tool_set
+    from bruce.registry import check_contract
+
+    try:
+        contracts = [contract for contract, _ in tool_set(config, None)]
+    except ContractError as exc:
+        raise ConfigError(str(exc), source=source) from None
+    except ConfigError as exc:
+        raise ConfigError(exc.problems, source=source) from None
+    problems, wire_names = [], set()
+    for contract in contracts:
+        found = check_contract(contract)
+        if contract.wire_name in wire_names:
+            found.append("a tool with this name is already registered")
+        wire_names.add(contract.wire_name)
+        if found:
+            problems.append(f"tool {contract.name}: " + "; ".join(found))
+    problems += unknown_overrides(config.tools, [c.name for c in contracts])
+    if problems:
+        raise ConfigError(problems, source=source)
+
+
 def _load(args: argparse.Namespace) -> Config:
-    return load_config(args.config or default_config_path())
+    path = args.config or default_config_path()
+    config = load_config(path)
+    check_config(config, source=str(path))
+    return config
 
 
-async def _serve(config: Config, redactor: Redactor) -> None:
+class _Signals:
+    """SIGTERM and SIGINT: the first one asks to stop (``stop``), a second one to stop now (``now``)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.stop = asyncio.Event()
+        self.now = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._received)
+
+    def _received(self) -> None:
+        (self.now if self.stop.is_set() else self.stop).set()
+
+
+async def _shut_down(app: App, signals: _Signals) -> int:
+    """``App.stop()``: drain the turns in flight, close the database. A second signal while it
+    drains cancels those turns at once (what completed is kept, see docs/operations.md)."""
+    stopping = asyncio.create_task(app.stop(), name="app.stop")
+    forced = asyncio.create_task(signals.now.wait(), name="second-signal")
+    try:
+        await asyncio.wait({stopping, forced}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        forced.cancel()
+    cut_short = signals.now.is_set() and not stopping.done()
+    if cut_short:
+        log.warning("app.stopping_now")
+        # a model call cut at the wrong moment leaves litellm an un-awaited coroutine in its
+        # executor; the warning it prints at exit says nothing the user needs
+        warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
+        await app.worker.close(0)  # the drain under way sees its turns end and finishes
+    await stopping
+    return FORCED_EXIT if signals.now.is_set() else 0
+
+
+async def _serve(config: Config, redactor: Redactor) -> int:
     from bruce.app import build_app
 
+    signals = _Signals(asyncio.get_running_loop())  # before anything starts: no signal is lost
     app = await build_app(config, redactor=redactor)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     try:
         await app.start()
         await app.llm.warm_up()
         log.info("llm.ready", model=config.llm.model)
-        await stop.wait()
+        await signals.stop.wait()
         log.info("app.stopping")
     finally:
-        await app.stop()
+        code = await _shut_down(app, signals)
+    return code
 
 
-async def _chat(config: Config, redactor: Redactor) -> None:
+async def _chat(config: Config, redactor: Redactor) -> int:
     from bruce.app import build_app, console_channel
     from bruce.clock import SystemClock
 
+    signals = _Signals(asyncio.get_running_loop())
     clock = SystemClock()
     console = console_channel(config, clock)
     app = await build_app(config, clock=clock, redactor=redactor, extra_channels=[console])
@@ -81,9 +155,25 @@ async def _chat(config: Config, redactor: Redactor) -> None:
         hint = app.llm.missing_configuration()
         if hint:
             print(f"Note: {hint}", file=sys.stderr)
-        await console.interact()
+        session = asyncio.create_task(console.interact(), name="console")
+        stop = asyncio.create_task(signals.stop.wait(), name="first-signal")
+        try:
+            await asyncio.wait({session, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if session.done():
+            session.result()  # /quit or end of input (or what interact raised)
+        else:
+            busy = console.busy
+            session.cancel()  # stop reading; the turn in flight is not cancelled with it
+            await asyncio.gather(session, return_exceptions=True)
+            if busy:
+                print(f"bruce: stopping once the reply in progress is out (at most "
+                      f"{config.assistant.shutdown_timeout_s:g}s); press Ctrl-C again to quit now",
+                      file=sys.stderr, flush=True)
     finally:
-        await app.stop()
+        code = await _shut_down(app, signals)
+    return code
 
 
 def _tools_table(config: Config) -> list[dict[str, object]]:
@@ -155,6 +245,13 @@ async def _decide_locally(config: Config, confirmation_id: str, approve: bool) -
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C before the signal handlers are in place (loading, importing)
+        return FORCED_EXIT
+
+
+def _main(argv: Sequence[str] | None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args = _parser().parse_args(argv)
     try:
@@ -180,13 +277,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         redactor=Redactor(config.secrets()),
     )
     try:
-        asyncio.run(_chat(config, redactor) if chat else _serve(config, redactor))
+        return asyncio.run(_chat(config, redactor) if chat else _serve(config, redactor))
+    except ConfigError as exc:
+        print(f"bruce: {exc}", file=sys.stderr)
+        return 2
     except BruceError as exc:
         print(f"bruce: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a lock file or folder we may not write, a full disk
+        print(f"bruce: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        return 130
-    return 0
+        return FORCED_EXIT
 
 
 if __name__ == "__main__":

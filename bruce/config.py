@@ -2,19 +2,37 @@
 
 ``load_config(path, environ)`` is the one entry. Every model forbids unknown keys, so a typo
 fails at start-up with its path (``llm.timout_s: unknown key``) instead of being ignored.
+
+The file is read as UTF-8 by a ``yaml.SafeLoader`` that also refuses what would otherwise hang,
+trace or be silently ignored: duplicate keys, nesting deeper than ``MAX_DEPTH``, more than
+``MAX_ALIASES`` alias uses, a document that expands (through aliases) to more than
+``MAX_NODES`` values, and an alias that refers to itself; each refusal names the key path
+and the line. What needs the tool contracts (``tools.overrides`` naming a tool that does not
+exist) is checked by ``unknown_overrides`` against the contract names.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import httpx
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from bruce.errors import ConfigError
 
@@ -32,8 +50,14 @@ __all__ = [
     "ToolOverride",
     "LoggingConfig",
     "load_config",
+    "parse_config",
+    "parse_yaml",
     "default_config_path",
+    "unknown_overrides",
+    "MAX_MESSAGE_CHARS",
 ]
+
+MAX_MESSAGE_CHARS = 100_000  # the console shows up to this much in one piece; platforms allow far less
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are {name}, a personal assistant running on your owner's own machine. "
@@ -56,7 +80,7 @@ class AssistantConfig(_Model):
     max_turns: int = Field(5, ge=1, le=50)
     history_limit: int = Field(15, ge=2, le=500)
     summary_batch: int = Field(4, ge=1, le=100)
-    max_message_chars: int = Field(16000, ge=100)
+    max_message_chars: int = Field(16000, ge=100, le=MAX_MESSAGE_CHARS)
     recovery_max_age_s: float = Field(3600.0, gt=0)
     shutdown_timeout_s: float = Field(30.0, gt=0)
 
@@ -92,6 +116,9 @@ class LLMConfig(_Model):
     timeout_s: float = Field(60.0, gt=0)
     num_retries: int = Field(2, ge=0, le=10)
     retry_backoff_s: float = Field(1.0, ge=0)
+    turn_deadline_s: float = Field(90.0, gt=0)  # one turn's total wait on models: attempts, retries, fallbacks
+    circuit_failures: int = Field(3, ge=0, le=100)  # consecutive failures that open a model's circuit; 0: never
+    circuit_cooldown_s: float = Field(60.0, gt=0)  # an open circuit skips its model this long, then one trial
     summary_model: str | None = None
     stream: bool = True  # stream answers to channels that show progress
 
@@ -208,17 +235,55 @@ class FilesConfig(_Model):
     max_bytes: int = Field(200_000, ge=1024)
 
 
-class HttpPostConfig(_Model):
-    allowed_urls: list[str] = Field(default_factory=list)
-    timeout_s: float = Field(15.0, gt=0)
+_HOST_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?")
 
-    @field_validator("allowed_urls")
-    @classmethod
-    def _http_urls(cls, urls: list[str]) -> list[str]:
-        for url in urls:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"{url!r} is not an http(s) URL")
-        return urls
+
+def _host_problem(host: str) -> str | None:
+    """Why an (already IDNA-encoded, lower-case) host is no host at all, or None."""
+    if not host:
+        return "has no host"
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    labels = host.removesuffix(".").split(".")
+    if "%" in host or not all(_HOST_LABEL.fullmatch(label) for label in labels):
+        return "has an invalid host name"
+    return None
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an http.post allow-list entry, or None. The same parser (httpx) and
+    the same rules as the tool itself, so what passes here is what the tool accepts; the URL is
+    never echoed (it may hold a password)."""
+    try:
+        parsed = httpx.URL(url)
+        scheme, userinfo, path = parsed.scheme, parsed.userinfo, parsed.path
+        host = parsed.raw_host.decode("ascii").lower()
+        parsed.host  # noqa: B018  (decoding an IDNA host can fail only here)
+        _ = parsed.port
+    except (httpx.InvalidURL, TypeError, ValueError):  # idna's errors are ValueErrors
+        return "is not a valid URL (check the host name)"
+    if scheme not in ("http", "https"):
+        return "is not an http(s) URL"
+    if userinfo:
+        return "must not contain a user:password part"
+    if any(segment in (".", "..") for segment in path.split("/")):
+        return "must not contain '.' or '..' path segments"
+    return _host_problem(host)
+
+
+def _allowed_url(url: str) -> str:
+    problem = _url_problem(url)
+    if problem:
+        raise ValueError(problem)
+    return url
+
+
+class HttpPostConfig(_Model):
+    allowed_urls: list[Annotated[str, AfterValidator(_allowed_url)]] = Field(default_factory=list)
+    timeout_s: float = Field(15.0, gt=0)
 
 
 class ToolsConfig(_Model):
@@ -231,6 +296,14 @@ class ToolsConfig(_Model):
     artifacts: ArtifactsConfig = ArtifactsConfig()
     files: FilesConfig = FilesConfig()
     http_post: HttpPostConfig = HttpPostConfig()
+
+
+def unknown_overrides(tools: ToolsConfig, known: Iterable[str]) -> list[str]:
+    """One problem per ``tools.overrides`` entry that names no tool in ``known`` (contract names);
+    shared by ``bruce config check`` and start-up, so both refuse the same configs."""
+    names = sorted(set(known))
+    return [f"tools.overrides.{name}: unknown tool (known tools: {', '.join(names)})"
+            for name in sorted(set(tools.overrides) - set(names))]
 
 
 class LoggingConfig(_Model):
@@ -289,11 +362,26 @@ _MESSAGES = {
     "model_type": "must be a mapping of keys",
     "dict_type": "must be a mapping of keys",
     "list_type": "must be a list",
+    "string_type": "must be text",
 }
 
 
+_UNION_TAGS = {"str", "ModelEndpoint"}  # pydantic names the union member tried; not a key
+
+
+def _key_path(loc: Iterable[Any]) -> str:
+    """``('tools', 'http_post', 'allowed_urls', 1)`` -> ``tools.http_post.allowed_urls[1]``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part not in _UNION_TAGS:
+            out += f".{part}" if out else str(part)
+    return out
+
+
 def _describe(error: Any) -> str:
-    loc = ".".join(str(p) for p in error["loc"] if not str(p).startswith(("str", "ModelEndpoint")))
+    loc = _key_path(error["loc"])
     template = _MESSAGES.get(error["type"])
     ctx = error.get("ctx") or {}
     if error["type"] == "greater_than" and ctx.get("gt") == 0:
@@ -335,20 +423,159 @@ def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
     return Path(environ.get("BRUCE_CONFIG") or "config.yml")
 
 
+MAX_DEPTH = 32  # mappings and lists inside each other; Bruce's own keys go 4 deep
+MAX_ALIASES = 20  # *alias uses in one file: enough to share a list, far too few for a bomb
+MAX_NODES = 50_000  # values in the document once every alias is expanded
+
+
+class _Refused(yaml.YAMLError):
+    """A document the loader will not build: ``where`` is the key path, ``mark`` the place."""
+
+    def __init__(self, where: str, problem: str, mark: Any) -> None:
+        self.where, self.problem, self.mark = where, problem, mark
+        super().__init__(problem)
+
+    def describe(self) -> str:
+        line = f" at line {self.mark.line + 1}" if self.mark is not None else ""
+        return f"{self.where or '<root>'}: {self.problem}{line}"
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that keeps track of the key path while composing, and refuses duplicate keys,
+    deep nesting, alias bombs and self-referring aliases before anything is constructed."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._path: list[str | int] = []
+        self._aliases = 0
+        self._open_anchors: set[str] = set()
+        self._weights: dict[int, int] = {}  # id(node) -> values it expands to
+
+    def _where(self) -> str:
+        text = _key_path(self._path)
+        return text if len(text) <= 120 else text[:117] + "..."
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if parent is not None:
+            if isinstance(index, yaml.ScalarNode):
+                self._path.append(str(index.value))
+            elif isinstance(index, int):
+                self._path.append(index)  # a list position, shown as [i]
+            else:
+                self._path.append("<key>")
+        try:
+            return self._compose_checked()
+        finally:
+            if parent is not None:
+                self._path.pop()
+
+    def _compose_checked(self) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise _Refused(self._where(), f"more than {MAX_ALIASES} aliases (*name) in one file", event.start_mark)
+            if event.anchor in self._open_anchors:
+                raise _Refused(self._where(), f"the alias *{event.anchor} refers to itself", event.start_mark)
+            return super().compose_node(None, None)  # type: ignore[arg-type]
+        if len(self._path) > MAX_DEPTH:
+            raise _Refused(self._where(), f"nested more than {MAX_DEPTH} levels deep", event.start_mark)
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            self._open_anchors.add(anchor)
+        try:
+            node = super().compose_node(None, None)  # type: ignore[arg-type]
+        finally:
+            if anchor is not None:
+                self._open_anchors.discard(anchor)
+        if isinstance(node, yaml.MappingNode):
+            self._refuse_duplicates(node)
+        if node is not None:
+            self._weigh(node)
+        return node
+
+    def _refuse_duplicates(self, node: yaml.MappingNode) -> None:
+        seen: dict[tuple[str, str], yaml.Node] = {}
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode):
+                continue
+            first = seen.setdefault((key.tag, key.value), key)
+            if first is not key:
+                where = _key_path([*self._path, str(key.value)])
+                raise _Refused(where, f"duplicate key at {_place(key, first)} (first at {_place(first, key)})", None)
+
+    def _weigh(self, node: yaml.Node) -> None:
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = []
+        weight = 1 + sum(self._weights.get(id(child), 1) for child in children)
+        self._weights[id(node)] = weight
+        if weight > MAX_NODES:
+            raise _Refused(self._where(), f"expands to more than {MAX_NODES} values (through aliases?)",
+                           node.start_mark)
+
+
+def _place(node: yaml.Node, other: yaml.Node) -> str:
+    """``line N``, with the column when ``other`` is on the same line."""
+    mark = node.start_mark
+    if mark.line == other.start_mark.line:
+        return f"line {mark.line + 1}, column {mark.column + 1}"
+    return f"line {mark.line + 1}"
+
+
+def _decode(raw: bytes) -> str:
+    """The file as text, or ConfigError at the first byte that is not UTF-8."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(f"not valid UTF-8 text at line {line}, column {column} (byte 0x{raw[exc.start]:02x}); "
+                          "save the file as UTF-8") from None
+
+
+def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
+    if isinstance(exc, _Refused):
+        return exc.describe()
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:
+        said = "; ".join(p for p in (getattr(exc, "context", None), getattr(exc, "problem", None)) if p)
+        return f"not valid YAML at line {mark.line + 1}, column {mark.column + 1}" + (f": {said}" if said else "")
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow (NUL, a control code)
+        line = text.count("\n", 0, exc.position) + 1
+        return f"not valid YAML at line {line}: character U+{exc.character:04X} is not allowed"
+    return "not valid YAML"
+
+
+def parse_yaml(text: str) -> Any:
+    """The YAML document in ``text`` (SafeLoader types), or ConfigError saying where it is wrong."""
+    try:
+        loader = _StrictLoader(text)  # the reader refuses characters YAML does not allow here
+    except yaml.YAMLError as exc:
+        raise ConfigError(_yaml_problem(exc, text)) from None
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as exc:
+        raise ConfigError(_yaml_problem(exc, text)) from None
+    finally:
+        loader.dispose()
+
+
 def load_config(path: Path | str | None = None, environ: Mapping[str, str] | None = None) -> Config:
     """Read, expand and validate a config file; raise ConfigError naming each bad key."""
     environ = os.environ if environ is None else environ
     path = Path(path) if path is not None else default_config_path(environ)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}", source=str(path)) from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}", source=str(path)) from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"not valid YAML{where}", source=str(path)) from None
+        data = parse_yaml(_decode(raw))
+    except ConfigError as exc:
+        raise ConfigError(exc.problems, source=str(path)) from None
     return parse_config(data, source=str(path), environ=environ)

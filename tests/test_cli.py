@@ -9,6 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.fakes.llm_server import Step
@@ -96,3 +97,139 @@ async def test_run_starts_without_keys_says_what_is_missing_and_stops_on_sigterm
                for h in hints)
     assert "llm.ready" in [e["event"] for e in events]  # litellm was imported off the loop at start
     assert events[-1]["event"] == "app.stopped"
+
+
+# --- hardening: config errors end the process, signals drain the chat ---------------------------
+
+def _limit_memory() -> None:  # in the child: a runaway allocation fails instead of eating the machine
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (2 * 1024**3, 2 * 1024**3))
+
+
+async def run_bruce(config: Path, *args: str, stdin: bytes = b"", guard_s: float = 60) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *BRUCE, "--config", str(config), *args,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=clean_env(), cwd=config.parent, preexec_fn=_limit_memory,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(stdin), guard_s)
+    finally:
+        if proc.returncode is None:  # it hung: that is the failure; leave nothing running
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_an_unusable_allowed_url_stops_run_and_chat_with_exit_2(tmp_path):
+    config = write_config(tmp_path, {"api_key": "sk-test-123456"})
+    config.write_text(config.read_text() + "tools: {http_post: {allowed_urls: ['https://u:pw@hooks.example/x']}}\n")
+    for command in ("config", "run", "chat"):
+        args = ("config", "check") if command == "config" else (command,)
+        code, _, err = await run_bruce(config, *args, stdin=b"/quit\n", guard_s=30)
+        assert code == 2, (command, err)
+        assert "tools.http_post.allowed_urls[0]" in err and "Traceback" not in err and "pw@" not in err
+
+
+async def test_run_refuses_an_unknown_override_as_a_config_error(tmp_path):
+    config = write_config(tmp_path, {"api_key": "sk-test-123456"})
+    config.write_text(config.read_text() + "tools: {overrides: {web.serch: {enabled: false}}}\n")
+    for args in (("config", "check"), ("run",)):
+        code, _, err = await run_bruce(config, *args, guard_s=30)
+        assert code == 2, err
+        assert "tools.overrides.web.serch: unknown tool" in err and "Traceback" not in err
+
+
+async def test_a_billion_laughs_config_is_refused_without_growing(tmp_path):
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    previous = "a"
+    for name in "bcdefghi":
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]")
+        previous = name
+    config = tmp_path / "config.yml"
+    config.write_text("\n".join(lines) + "\n")
+    code, _, err = await run_bruce(config, "config", "check")
+    assert code == 2, err
+    assert "aliases" in err and "Traceback" not in err and "MemoryError" not in err
+
+
+async def wait_for_request(fake_llm) -> None:
+    while not fake_llm.requests:
+        await asyncio.sleep(0.02)
+
+
+async def start_chat(config: Path) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        *BRUCE, "--config", str(config), "chat",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=clean_env(), cwd=config.parent,
+    )
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_chat_drains_the_turn_in_flight_on_a_signal(tmp_path, fake_llm, signum):
+    config = write_config(tmp_path, {"model": "openai/primary", "api_base": fake_llm.base_url, "api_key": "sk-test-123456"})
+    fake_llm.add(Step.delay(2.0, Step.text("Still here, as promised.")))
+    proc = await start_chat(config)
+    try:
+        proc.stdin.write(b"are you there?\n")
+        await proc.stdin.drain()  # stdin stays open: the session only ends by the signal
+        await asyncio.wait_for(wait_for_request(fake_llm), 60)  # the turn is in flight
+        proc.send_signal(signum)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, err.decode()
+    assert "Ctrl-C again" in err.decode()  # the signal arrived while the turn was running
+    assert out.decode().splitlines() == ["Bruce> Still here, as promised."]
+    db = tmp_path / "bruce.db"
+    assert [(m["direction"], m["status"]) for m in db_rows(db, "SELECT direction, status FROM messages ORDER BY id")] == [
+        ("in", "done"), ("out", "sent")]
+
+
+async def test_a_second_ctrl_c_quits_the_chat_at_once(tmp_path, fake_llm):
+    config = write_config(tmp_path, {"model": "openai/primary", "api_base": fake_llm.base_url, "api_key": "sk-test-123456"})
+    fake_llm.add(Step.delay(8.0, Step.text("too late")))
+    proc = await start_chat(config)
+    try:
+        proc.stdin.write(b"take your time\n")
+        await proc.stdin.drain()
+        await asyncio.wait_for(wait_for_request(fake_llm), 60)
+        proc.send_signal(signal.SIGINT)
+        seen = b""
+        while b"Ctrl-C again" not in seen:  # the first one was taken: draining
+            line = await asyncio.wait_for(proc.stderr.readline(), 60)
+            assert line, "bruce chat exited after the first Ctrl-C"
+            seen += line
+        proc.send_signal(signal.SIGINT)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 130, (seen + err).decode()
+    assert "too late" not in out.decode() and "Traceback" not in (seen + err).decode()
+    db = tmp_path / "bruce.db"
+    # cut off before any tool acted: kept pending, answered at the next start
+    assert [m["status"] for m in db_rows(db, "SELECT status FROM messages ORDER BY id")] == ["pending"]
+
+
+async def test_chat_survives_bytes_that_are_not_utf8(tmp_path, fake_llm):
+    config = write_config(tmp_path, {"model": "openai/primary", "api_base": fake_llm.base_url, "api_key": "sk-test-123456"})
+    fake_llm.add(Step.text("first"), Step.text("second"))
+    env = {**clean_env(), "PYTHONIOENCODING": "utf-8:surrogateescape"}  # as under a C locale
+    proc = await asyncio.create_subprocess_exec(
+        *BRUCE, "--config", str(config), "chat",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=env, cwd=tmp_path,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(b"caf\xe9 \xff please\nand then\n/quit\n"), 60)
+    assert proc.returncode == 0, err.decode()
+    assert "Traceback" not in err.decode() and "not valid UTF-8" in err.decode()
+    assert out.decode().splitlines() == ["Bruce> first", "Bruce> second"]
+    texts = [m["text"] for m in db_rows(tmp_path / "bruce.db", "SELECT text FROM messages WHERE direction='in' ORDER BY id")]
+    assert texts == ["caf\ufffd \ufffd please", "and then"]

@@ -87,3 +87,94 @@ def test_config_check_command(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setenv("BRUCE_CONFIG", str(bad))
     assert main(["config", "check"]) == 2
+
+
+# --- hardening: what the loader and the models refuse ----------------------------------------
+
+
+def load_problems(tmp_path, text: str | bytes) -> list[str]:
+    path = tmp_path / "config.yml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    return info.value.problems
+
+
+@pytest.mark.parametrize(("url", "why"), [
+    ("https://user:secret-pw@hooks.example/x", "user:password"),
+    ("http:///x", "no host"),
+    ("https://xn--a.example/hook", "host"),
+    ("https://exa\u00e4mple..com/hook", "host"),
+    ("https://hooks.example/a/%2e%2e/b", "'.' or '..'"),
+    ("ftp://hooks.example/x", "http(s)"),
+])
+def test_unusable_allowed_urls_are_refused_by_the_config_itself(url, why):
+    found = problems({"tools": {"http_post": {"allowed_urls": ["https://ok.example/hook", url]}}})
+    assert len(found) == 1 and found[0].startswith("tools.http_post.allowed_urls[1]: ") and why in found[0], found
+    assert "secret-pw" not in found[0]
+
+
+def test_max_message_chars_has_an_upper_bound():
+    assert problems({"assistant": {"max_message_chars": 10**9}}) == [
+        "assistant.max_message_chars: must be at most 100000 (got 1000000000)"]
+
+
+def test_duplicate_keys_are_refused_with_their_path_and_lines(tmp_path):
+    assert load_problems(tmp_path, "assistant: {name: A}\nassistant: {name: B}\n") == [
+        "assistant: duplicate key at line 2 (first at line 1)"]
+    text = "llm:\n  model: openai/a\n  timeout_s: 5\n  model: openai/b\n"
+    assert load_problems(tmp_path, text) == ["llm.model: duplicate key at line 4 (first at line 2)"]
+
+
+def test_an_alias_bomb_is_refused_before_it_grows(tmp_path):
+    lines = ["a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 4)]  # 27 aliases, 729 items
+    (problem,) = load_problems(tmp_path, "\n".join(lines) + "\n")
+    assert "aliases" in problem and "line 4" in problem
+
+
+def test_aliases_that_expand_too_far_are_refused(tmp_path):
+    # within the alias budget (16 uses), each level doubles a large list: 2000 * 2**8 items
+    lines = ["b0: &b0 [" + ", ".join(["x"] * 2000) + "]"]
+    lines += [f"b{i}: &b{i} [*b{i - 1}, *b{i - 1}]" for i in range(1, 9)]
+    (problem,) = load_problems(tmp_path, "\n".join(lines) + "\n")
+    assert "expands to more than" in problem
+
+
+def test_a_recursive_alias_is_refused(tmp_path):
+    (problem,) = load_problems(tmp_path, "assistant: &a {name: x, more: *a}\n")
+    assert problem.startswith("assistant.more: ") and "refers to itself" in problem
+
+
+def test_a_few_aliases_for_shared_values_still_work(tmp_path):
+    path = tmp_path / "config.yml"
+    path.write_text("channels:\n  telegram: {allowed_users: &owners [1, 2]}\n  discord: {allowed_users: *owners}\n")
+    assert load_config(path, environ={}).channels.discord.allowed_users == ["1", "2"]
+
+
+def test_deep_nesting_is_refused_with_a_message_not_a_traceback(tmp_path):
+    (problem,) = load_problems(tmp_path, "a: " + "[" * 5000 + "]" * 5000 + "\n")
+    assert "nested more than" in problem and "line 1" in problem
+
+
+def test_a_file_that_is_not_utf8_is_refused_with_its_line(tmp_path):
+    (problem,) = load_problems(tmp_path, b"assistant:\n  name: caf\xe9\n")
+    assert problem == "not valid UTF-8 text at line 2, column 12 (byte 0xe9); save the file as UTF-8"
+
+
+def test_config_check_refuses_what_run_refuses(tmp_path, capsys):
+    path = tmp_path / "config.yml"
+    path.write_text("tools: {overrides: {web.serch: {enabled: false}}}\n")
+    assert main(["--config", str(path), "config", "check"]) == 2
+    err = capsys.readouterr().err
+    assert "tools.overrides.web.serch: unknown tool" in err and "web.search" in err and "Traceback" not in err
+
+
+def test_key_paths_that_start_like_a_type_name_are_kept():
+    # pydantic tags union members ("str"); a key such as "stream" must not be mistaken for one
+    assert problems({"llm": {"stream": "maybe"}}) == ["llm.stream: must be true or false (got 'maybe')"]
+
+
+def test_a_character_yaml_does_not_allow_is_refused_with_its_line(tmp_path):
+    assert load_problems(tmp_path, "assistant:\n  name: a\x07b\n") == [
+        "not valid YAML at line 2: character U+0007 is not allowed"]

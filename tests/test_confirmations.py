@@ -484,10 +484,11 @@ async def test_a_same_length_edit_deep_in_a_large_note_still_invalidates_the_app
     app = await app_factory(tools={"files": {"notes_dir": str(notes)}})
     big = "".join(f"line {i:05d}\n" for i in range(2000))
     (notes / "todo.md").write_text(big)
-    fake_llm.add(write_call(content="short\n"), Step.text("Asked."))
-    await say(app, "replace my notes")
-    (notes / "todo.md").write_text(big.replace("line 01999", "LINE 01999"))  # same length, past the diff cap
+    fake_llm.add(Step.tool_calls(("files_write", {"path": "todo.md", "content": "one more\n", "mode": "append"})),
+                 Step.text("Asked."))
+    await say(app, "add a line to my notes")
+    (notes / "todo.md").write_text(big.replace("line 00005", "LINE 00005"))  # same length, far from the diff
     fake_llm.add(Step.text("ok"))
     await say(app, f"/approve {channel.confirmations[0][1].id}")
-    assert "LINE 01999" in (notes / "todo.md").read_text()
+    assert "one more" not in (notes / "todo.md").read_text()
     assert "conflict" in channel.texts()[-2]
