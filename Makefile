@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG ?= config.yml
 
-.PHONY: run test install install-test bench clean
+.PHONY: run test install install-test bench clean mutate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,26 @@ test: install-test
 
 bench: install-test
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/turn_overhead.py
+
+# Mutation testing with mutmut (docs/testing.md); slow, so never part of `make test`.
+# Every module:  make mutate        One module:  make mutate MODULE=bruce.policy
+# Each mutant runs only the tests that reach the function it changed ([tool.mutmut] in
+# pyproject.toml); MUTATE_JOBS mutants run at a time, at low priority.
+MUTATE_MODULES ?= bruce.policy bruce.registry bruce.agent bruce.prompt bruce.channel
+MODULE         ?= $(MUTATE_MODULES)
+MUTATE_JOBS    ?= 1
+
+mutate: install-test
+	mkdir -p mutants
+	PATH="$(CURDIR)/$(BIN):$$PATH" LITELLM_LOCAL_MODEL_COST_MAP=True nice -n 10 \
+		$(BIN)/mutmut run --max-children $(MUTATE_JOBS) $(foreach m,$(MODULE),"$(m).*") > mutants/mutate.log 2>&1 \
+		|| { tail -n 40 mutants/mutate.log; exit 1; }
+	@$(BIN)/mutmut results --all true | awk -F': ' -v modules="$(MODULE)" ' \
+		{ split($$1, p, "."); m = p[1] "." p[2]; s = $$2; sub(/^ +/, "", m) } \
+		index(" " modules " ", " " m " ") { total[m]++; if (s == "killed" || s == "timeout" || s == "caught by type check") killed[m]++; \
+		  else if (s != "killed") left[m] = left[m] "\n    " $$1 ": " s } \
+		END { for (m in total) printf "%-16s %4d / %4d killed (%.1f%%)%s\n", m, killed[m], total[m], \
+		      100 * killed[m] / total[m], left[m] }'
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

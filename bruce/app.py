@@ -134,9 +134,12 @@ class App:
             await self._close_rest()
 
     async def _close_rest(self) -> None:
+        from tools.builtin import shutdown_tools
+
         for channel in self.channels.values():
             await channel.stop()
         await self.store.close()
+        shutdown_tools()  # the tools' worker processes (calculator, page reader)
         for handle in self._locks:  # closing the file releases the lock
             handle.close()
         self._locks.clear()

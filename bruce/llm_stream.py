@@ -14,7 +14,17 @@ from typing import Any
 from bruce.progress import TextDelta
 from bruce.turn import TurnScope
 
-__all__ = ["collect_stream", "StreamParts"]
+__all__ = ["collect_stream", "StreamParts", "MalformedReply"]
+
+
+class MalformedReply(ValueError):
+    """The provider answered, but not with a usable completion (no choices, an empty stream, a
+    stream that stopped without saying it was finished). ``what`` is the short label for the
+    audit row: ``malformed response (<what>)``."""
+
+    def __init__(self, what: str, message: str) -> None:
+        self.what = what
+        super().__init__(message)
 
 
 async def collect_stream(litellm: Any, stream: Any, scope: TurnScope) -> Any:
@@ -69,8 +79,10 @@ async def _read_openai_chunks(stream: Any, raw: Any, parts: StreamParts, scope: 
                 await scope.progress.emit(TextDelta(text))
             if parts.finish_reason in ("error", "abort"):
                 raise RuntimeError(f"the provider ended the stream with finish_reason={parts.finish_reason}")
-        if parts.finish_reason is None:
-            raise httpx.RemoteProtocolError("Stream ended before a finish_reason was received")
+        if parts.finish_reason is None:  # the stream ended cleanly, but the reply never said it was done
+            raise parts.unfinished()
+    except MalformedReply:
+        raise  # ours, and already says what was wrong
     except (httpx.ReadError, httpx.RemoteProtocolError) as exc:
         if parts.finish_reason is None:  # a connection lost after the finish counts as the end, as in the wrapper
             raise _as_wrapper_error(stream, exc)  # noqa: B904 - chained to exc implicitly, as the wrapper's are
@@ -106,11 +118,12 @@ class StreamParts:
     name from its last fragment carrying one, calls ordered by index, the last usage reported; the
     content is None only when tool calls came and no delta carried content."""
 
-    __slots__ = ("chunks", "id", "created", "model", "text", "has_content", "has_tool_calls", "calls",
+    __slots__ = ("chunks", "choices", "id", "created", "model", "text", "has_content", "has_tool_calls", "calls",
                  "finish_reason", "usage")
 
     def __init__(self) -> None:
         self.chunks = 0
+        self.choices = 0  # chunks that carried the first choice
         self.id: str | None = None
         self.created: int | None = None
         self.model: str | None = None
@@ -135,6 +148,7 @@ class StreamParts:
             delta = _field(choice, "delta")
             if _field(choice, "index") or delta is None:
                 continue
+            self.choices += 1
             finish_reason = _field(choice, "finish_reason")
             if finish_reason:
                 self.finish_reason = finish_reason
@@ -166,9 +180,17 @@ class StreamParts:
             if arguments:
                 parts.arguments.append(arguments)
 
-    def response(self, litellm: Any, provider: str | None) -> Any:
+    def unfinished(self) -> MalformedReply:
+        """What is wrong with a stream that ended before a chunk gave a finish_reason."""
         if not self.chunks:
-            raise ValueError("the stream carried no response")
+            return MalformedReply("empty stream", "the stream carried no response")
+        if not self.choices:
+            return MalformedReply("no choices", "the stream carried no choices")
+        return MalformedReply("stream ended without a finish_reason", "Stream ended before a finish_reason was received")
+
+    def response(self, litellm: Any, provider: str | None) -> Any:
+        if not self.chunks or not self.choices:
+            raise self.unfinished()
         content = None if self.has_tool_calls and not self.has_content else "".join(self.text)
         message: dict[str, Any] = {"role": "assistant", "content": content}
         calls = [

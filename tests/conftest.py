@@ -74,3 +74,12 @@ async def app_factory(clock: FakeClock, channel: RecordingChannel, make_config: 
 @pytest.fixture
 async def app(app_factory) -> App:
     return await app_factory()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_tool_worker_outlives_the_tests():
+    """The calculator's and the page reader's worker processes are stopped after the run."""
+    yield
+    from tools.builtin import shutdown_tools
+
+    shutdown_tools()

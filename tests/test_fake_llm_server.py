@@ -17,7 +17,7 @@ import litellm
 import openai
 import pytest
 
-from tests.fakes.llm_server import FakeLLMServer, Step
+from tests.fakes.llm_server import FakeLLMServer, Step, closed_base_url
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 NO_RETRY: dict[str, Any] = {"num_retries": 0, "max_retries": 0}
@@ -206,3 +206,75 @@ async def test_stop_releases_port_quickly_even_with_pending_delay() -> None:
     with pytest.raises(OSError):
         _, writer = await asyncio.open_connection(host, int(port))
         writer.close()
+
+
+def _chain(exc: BaseException) -> list[type[BaseException]]:
+    found: list[type[BaseException]] = []
+    item: BaseException | None = exc
+    while item is not None:
+        found.append(type(item))
+        item = item.__cause__ or item.__context__
+    return found
+
+
+async def test_no_choices_comes_back_from_litellm_as_an_empty_list(fake: FakeLLMServer) -> None:
+    # litellm does not complain: whoever reads choices[0] must
+    fake.add(Step.no_choices(prompt_tokens=3))
+    resp = await complete(fake)
+    assert resp.choices == []
+    assert resp.usage.prompt_tokens == 3
+
+
+async def test_no_choices_streamed_is_only_the_usage_chunk(fake: FakeLLMServer) -> None:
+    fake.add(Step.no_choices())
+    async with aiohttp.ClientSession() as session:
+        body = {"model": "primary", "messages": MESSAGES, "stream": True, "stream_options": {"include_usage": True}}
+        async with session.post(f"{fake.base_url}/chat/completions", json=body) as r:
+            events = [line for line in (await r.text()).splitlines() if line.startswith("data: ")]
+    assert len(events) == 2 and events[-1] == "data: [DONE]"
+    assert json.loads(events[0].removeprefix("data: "))["choices"] == []
+
+
+@pytest.mark.parametrize("body", ["<html>502 Bad Gateway</html>", '{"id": "x", "choi', ""])
+async def test_a_raw_200_body_is_a_500_litellm_made_up(fake: FakeLLMServer, body: str) -> None:
+    fake.add(Step.raw(body, content_type="text/html" if body.startswith("<") else "application/json"))
+    with pytest.raises(litellm.InternalServerError) as info:
+        await complete(fake)
+    assert info.value.status_code == 500  # although the server said 200
+    import httpx
+
+    assert httpx.HTTPStatusError not in _chain(info.value)  # no HTTP error underneath
+
+
+async def test_a_raw_body_is_sent_as_given(fake: FakeLLMServer) -> None:
+    fake.add(Step.raw("not json", status=202, content_type="text/plain"))
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{fake.base_url}/chat/completions", json={"model": "m"}) as r:
+            assert (r.status, r.content_type, await r.text()) == (202, "text/plain", "not json")
+
+
+async def test_a_real_500_has_its_http_error_underneath(fake: FakeLLMServer) -> None:
+    import httpx
+
+    fake.add(Step.error(500))
+    with pytest.raises(litellm.InternalServerError) as info:
+        await complete(fake)
+    assert httpx.HTTPStatusError in _chain(info.value)
+
+
+async def test_retry_after_reaches_litellm_as_a_header(fake: FakeLLMServer) -> None:
+    fake.add(Step.error(503, retry_after=12), Step.error(429, retry_after="Wed, 21 Oct 2026 07:28:00 GMT"))
+    with pytest.raises(litellm.ServiceUnavailableError) as first:
+        await complete(fake)
+    with pytest.raises(litellm.RateLimitError) as second:
+        await complete(fake)
+    assert first.value.litellm_response_headers["retry-after"] == "12"
+    assert second.value.response.headers["retry-after"] == "Wed, 21 Oct 2026 07:28:00 GMT"
+
+
+async def test_a_closed_port_is_a_refused_connection_that_litellm_calls_a_500() -> None:
+    with pytest.raises(litellm.InternalServerError) as info:
+        await litellm.acompletion(model="openai/primary", api_base=closed_base_url(), api_key="sk-test",
+                                  messages=MESSAGES, timeout=5, **NO_RETRY)
+    assert info.value.status_code == 500
+    assert ConnectionRefusedError in _chain(info.value)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import threading
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -15,6 +17,7 @@ from bruce.registry import check_contract
 from bruce.store import Store
 from tests.fakes.clock import FakeClock
 from tests.helpers import db_rows
+from tools import artifacts
 from tools.artifacts import artifact_save_tool, safe_filename
 
 BASE = "http://bruce.local:8080/"
@@ -125,3 +128,42 @@ async def test_dry_run_validates_and_writes_nothing(store: Store, tool, artifact
     with pytest.raises(ToolFailed) as info:
         await handler({"filename": "x", "content": "x" * 1001}, ctx(dry_run=True))
     assert info.value.code == "too_large"
+
+
+async def test_content_that_is_not_text_is_refused(tool, artifacts_dir: Path):
+    _, handler = tool
+    with pytest.raises(ToolFailed) as info:
+        await handler({"filename": "a.txt", "content": "bad \ud800 surrogate", "format": "text"}, ctx())
+    assert info.value.code == "invalid_args" and "not valid text" in str(info.value)
+    assert not artifacts_dir.exists()
+
+
+async def test_content_far_over_the_limit_is_refused_without_encoding_it(tool, artifacts_dir: Path):
+    _, handler = tool
+    with pytest.raises(ToolFailed) as info:
+        await handler({"filename": "big.txt", "content": "x" * 5_000_000, "format": "text"}, ctx())
+    assert info.value.code == "too_large" and "at least 5000000 bytes" in str(info.value)
+    assert not artifacts_dir.exists()
+
+
+async def test_a_time_out_while_hashing_leaves_nothing_behind(tool, artifacts_dir: Path, tmp_path: Path, monkeypatch):
+    hashing, release = threading.Event(), threading.Event()
+    real = artifacts._sha256
+
+    def slow_sha256(data: bytes) -> str:
+        hashing.set()
+        release.wait(5)
+        return real(data)
+
+    monkeypatch.setattr(artifacts, "_sha256", slow_sha256)
+    _, handler = tool
+    save = asyncio.create_task(handler({"filename": "a.txt", "content": "hello", "format": "text"}, ctx()))
+    while not hashing.is_set():
+        await asyncio.sleep(0.01)
+    assert not save.done()  # hashing runs off the loop
+    save.cancel()  # what the registry's time-out does
+    with pytest.raises(asyncio.CancelledError):
+        await save
+    release.set()
+    assert not artifacts_dir.exists()  # nothing was written: the hash comes before the file
+    assert db_rows(tmp_path / "b.db", "SELECT * FROM artifacts") == []

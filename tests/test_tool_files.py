@@ -1,8 +1,13 @@
-"""files.write: writes inside the notes folder only, overwrite/append, dry-run diff."""
+"""files.write: writes inside the notes folder only, overwrite/append, a dry-run diff that shows the whole
+change or refuses."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import random
+import threading
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -12,7 +17,10 @@ from bruce.contracts import DryRun, Risk, ToolContext
 from bruce.errors import ToolFailed
 from bruce.registry import check_contract
 from tests.fakes.clock import FakeClock
-from tools.files import files_write_tool
+from tests.fakes.llm_server import Step
+from tests.helpers import rows, say
+from tools import files
+from tools.files import DIFF_MAX_CHARS, files_write_tool
 
 
 @pytest.fixture
@@ -158,10 +166,99 @@ async def test_dry_run_shows_a_diff_and_writes_nothing(handler, notes: Path):
     assert tree(notes) == ["list.md"]  # not even the folders
 
 
-async def test_long_diffs_are_cut_with_a_note(tmp_path: Path):
+async def test_a_change_the_preview_cannot_show_whole_is_refused_not_cut(tmp_path: Path):
     notes = tmp_path / "notes"
     handler = files_write_tool(notes_dir=notes)[1]
-    content = "".join(f"line {i}\n" for i in range(2000))
-    out = await handler({"path": "long.md", "content": content}, ctx(dry_run=True))
-    assert len(out["diff"]) < 4200 and "diff cut" in out["diff"]
+    content = "".join(f"line {i}\n" for i in range(2000))  # a diff of about 18,000 characters
+    with pytest.raises(ToolFailed) as info:
+        await handler({"path": "long.md", "content": content}, ctx(dry_run=True))
+    assert info.value.code == "preview_too_long"
+    message = str(info.value)
+    assert "more than the 4000 a preview shows" in message and "mode 'append'" in message
     assert not notes.exists()
+
+
+async def test_a_change_that_fits_is_shown_whole(tmp_path: Path):
+    handler = files_write_tool(notes_dir=tmp_path / "notes")[1]
+    content = "".join(f"line {i}\n" for i in range(400))  # just under the cap
+    out = await handler({"path": "long.md", "content": content}, ctx(dry_run=True))
+    assert len(out["diff"]) <= DIFF_MAX_CHARS
+    assert [line[1:] for line in out["diff"].splitlines()[3:]] == content.splitlines()  # every line, none cut
+
+
+async def test_a_diff_too_costly_to_find_is_refused_before_it_is_computed(tmp_path: Path):
+    # 50,000 lines drawn from 101 values (each just under difflib's "popular" cut-off): difflib took
+    # about 5 s for this, on the event loop; the preview is refused long before that work is done
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    rnd = random.Random(1)
+    vocab = [f"{i:03d}" for i in range(101)]
+    (notes / "n.md").write_text("".join(rnd.choice(vocab) + "\n" for _ in range(50_000)))
+    handler = files_write_tool(notes_dir=notes)[1]
+    new = "".join(rnd.choice(vocab) + "\n" for _ in range(50_000))
+    with pytest.raises(ToolFailed) as info:
+        await handler({"path": "n.md", "content": new}, ctx(dry_run=True))
+    assert info.value.code == "preview_too_long" and "too large or too scattered" in str(info.value)
+
+
+async def test_the_dry_run_works_off_the_event_loop(handler, notes: Path, monkeypatch):
+    diffing, release = threading.Event(), threading.Event()
+    real_diff = files._diff
+
+    def slow_diff(*args):
+        diffing.set()
+        release.wait(5)  # until the test has seen the loop free (never, if the diff ran on it)
+        return real_diff(*args)
+
+    monkeypatch.setattr(files, "_diff", slow_diff)
+    preview = asyncio.create_task(handler({"path": "a.md", "content": "x\n"}, ctx(dry_run=True)))
+    while not diffing.is_set():
+        await asyncio.sleep(0.01)
+    assert not preview.done()  # the loop is running this test while the diff is being made
+    release.set()
+    assert "+x" in (await preview)["diff"]
+
+
+async def test_an_existing_file_over_the_limit_is_refused_before_it_is_read(handler, notes: Path):
+    (notes / "huge.md").write_text("x" * 150)  # the handler's limit is 100 bytes
+    for mode in ("overwrite", "append"):
+        with pytest.raises(ToolFailed) as info:
+            await handler({"path": "huge.md", "content": "short", "mode": mode}, ctx())
+        assert info.value.code == "too_large" and "'huge.md' is already 150 bytes" in str(info.value)
+    assert (notes / "huge.md").read_text() == "x" * 150
+
+
+async def test_content_that_is_not_text_is_refused(handler, notes: Path):
+    with pytest.raises(ToolFailed) as info:
+        await handler({"path": "a.md", "content": "bad \ud800 surrogate"}, ctx())
+    assert info.value.code == "invalid_args" and "not valid text" in str(info.value)
+    assert tree(notes) == []
+
+
+# --- through the registry, as the model and the user see it ---------------------------------------
+
+
+async def test_a_write_the_preview_cannot_show_whole_asks_nothing_and_splitting_it_works(
+        app_factory, fake_llm, channel, tmp_path: Path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    app = await app_factory(tools={"files": {"notes_dir": str(notes)}})
+    parts = ["".join(f"first {i}\n" for i in range(300)), "".join(f"second {i}\n" for i in range(300))]
+
+    fake_llm.add(Step.tool_calls(("files_write", {"path": "log.md", "content": parts[0] + parts[1]})),
+                 Step.text("It is too long for one approval."))
+    await say(app, "save my log")
+    (feedback,) = [json.loads(m["content"]) for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert feedback["status"] == "error" and feedback["error"].startswith("preview_too_long: the change to 'log.md'")
+    assert channel.confirmations == [] and await rows(app, "SELECT id FROM pending_confirmations") == []
+    assert not (notes / "log.md").exists()
+
+    for i, (part, mode) in enumerate(zip(parts, ("overwrite", "append"), strict=True)):
+        fake_llm.add(Step.tool_calls(("files_write", {"path": "log.md", "content": part, "mode": mode})),
+                     Step.text("Asked."))
+        await say(app, f"save part {i + 1}")
+        _, request = channel.confirmations[-1]
+        assert all(f"+{line}" in request.preview for line in part.splitlines())  # the user sees every line
+        fake_llm.add(Step.text("Saved."))
+        await say(app, f"/approve {request.id}")
+    assert (notes / "log.md").read_text() == parts[0] + parts[1]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import tracemalloc
+import zlib
 
 import pytest
 from aiohttp import web
@@ -10,6 +13,62 @@ from aiohttp import web
 from bruce.cli import main
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
+from tools import calculator
+from tools import web as web_module
+
+PAGE = ("<html><head><title>Tide tables</title></head><body><article><h1>Tides</h1>"
+        "<p>High tide in Recife is at 10:42 today, and the next low tide follows six hours later.</p>"
+        "</article></body></html>")
+
+
+def spin_reader(request, body):
+    """A page-reader target (runs in the worker process) that never finishes."""
+    while True:
+        pass
+
+
+def packed(data: bytes, wbits: int, *, padding: int = 0) -> bytes:
+    """``data`` then ``padding`` zero bytes, compressed (gzip: wbits 31; raw deflate: -15),
+    without ever holding the padding in memory."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    out = [packer.compress(data)]
+    block = bytes(1 << 20)
+    for _ in range(padding // len(block)):
+        out.append(packer.compress(block))
+    return b"".join(out) + packer.flush()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def stop_the_worker_processes():
+    yield
+    calculator.shutdown()  # the page reader's process (and the calculator's) do not outlive these tests
+
+
+@pytest.fixture
+async def odd_site():
+    """Pages a hostile or odd server sends: compressed ones, a compression bomb, a huge search answer."""
+    bomb = packed(PAGE.encode(), 31, padding=100 << 20)  # 100 MB of zeros after the page, about 100 kB sent
+    routes = {
+        "/gzip": (packed(PAGE.encode(), 31), {"Content-Type": "text/html", "Content-Encoding": "gzip"}),
+        "/deflate": (packed(PAGE.encode(), -15), {"Content-Type": "text/html", "Content-Encoding": "deflate"}),
+        "/brotli": (b"\x8b\x03\x80hello\x03", {"Content-Type": "text/html", "Content-Encoding": "br"}),
+        "/bomb": (bomb, {"Content-Type": "text/html", "Content-Encoding": "gzip"}),
+        "/search": (json.dumps({"results": [{"title": "t", "url": f"https://x.example/{i}", "content": "c" * 1000}
+                                            for i in range(3000)]}).encode(), {"Content-Type": "application/json"}),
+    }
+
+    async def serve(request: web.Request) -> web.Response:
+        body, headers = routes[request.path]
+        return web.Response(body=body, headers=headers)
+
+    app = web.Application()
+    for path in routes:
+        app.router.add_get(path, serve)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    await runner.cleanup()
 
 
 @pytest.fixture
@@ -19,10 +78,7 @@ async def site():
 
     async def article(request: web.Request) -> web.Response:
         hits.append(request.path)
-        body = ("<html><head><title>Tide tables</title></head><body><article><h1>Tides</h1>"
-                "<p>High tide in Recife is at 10:42 today, and the next low tide follows six hours later.</p>"
-                "</article></body></html>")
-        return web.Response(text=body, content_type="text/html")
+        return web.Response(text=PAGE, content_type="text/html")
 
     async def search(request: web.Request) -> web.Response:
         hits.append(f"search:{request.query['q']}")
@@ -99,3 +155,65 @@ def test_tools_command_lists_contracts_with_their_policy(capsys, tmp_path):
     shown = json.loads(capsys.readouterr().out)
     assert shown["risk"] == "high" and shown["dry_run"] == "required" and "notes" in shown["side_effects"]
     assert main(["--config", str(config), "tools", "show", "nope.nothing"]) == 1
+
+
+async def read_through_the_tool(app_factory, fake_llm, url, **web_config):
+    app = await app_factory(tools={"web": {"allow_private": True, **web_config}})
+    fake_llm.add(Step.tool_calls(("web_read_url", {"url": url})), Step.text("Done."))
+    await say(app, "read it")
+    return tool_feedback(fake_llm)
+
+
+@pytest.mark.parametrize("path", ["/gzip", "/deflate"])
+async def test_compressed_pages_are_read(app_factory, fake_llm, odd_site, path):
+    feedback = await read_through_the_tool(app_factory, fake_llm, f"{odd_site}{path}")
+    assert feedback["result"]["title"] == "Tide tables" and "10:42" in feedback["result"]["text"]
+
+
+async def test_an_encoding_we_cannot_decode_is_refused_not_read_as_garbage(app_factory, fake_llm, odd_site):
+    feedback = await read_through_the_tool(app_factory, fake_llm, f"{odd_site}/brotli")
+    assert feedback["status"] == "error"
+    assert feedback["error"] == (f"unsupported_content: Cannot read {odd_site}/brotli: it is compressed as 'br'; "
+                                 "only gzip and deflate can be read.")
+
+
+async def test_a_compression_bomb_is_inflated_only_up_to_the_size_limit(app_factory, fake_llm, odd_site):
+    tracemalloc.start()
+    try:
+        feedback = await read_through_the_tool(app_factory, fake_llm, f"{odd_site}/bomb", read_max_bytes=200_000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    result = feedback["result"]
+    assert result["truncated"] is True and result["title"] == "Tide tables" and "10:42" in result["text"]
+    assert peak < 30_000_000  # the 100 MB behind the page were never inflated at once
+
+
+async def test_a_search_answer_over_the_size_limit_is_a_backend_error(app_factory, fake_llm, odd_site):
+    app = await app_factory(tools={"web": {"search_backend": "searxng", "searxng_url": odd_site}})
+    fake_llm.add(Step.tool_calls(("web_search", {"query": "x"})), Step.text("Search is broken."))
+    await say(app, "search")
+    feedback = tool_feedback(fake_llm)
+    assert feedback["status"] == "error"
+    assert feedback["error"] == ("backend_error: The 'searxng' search backend failed (the answer is larger than "
+                                 f"{web_module.MAX_SEARCH_RESPONSE_BYTES} bytes). Try again later or rephrase the query.")
+
+
+async def test_page_extraction_runs_in_a_process_that_is_stopped_at_its_time_limit(
+        app_factory, fake_llm, site, monkeypatch):
+    base, _ = site
+    reader = calculator.ProcessWorker(f"{__name__}:spin_reader", time_limit_s=0.3)
+    monkeypatch.setattr(web_module, "_READER", reader)
+    try:
+        reading = asyncio.create_task(read_through_the_tool(app_factory, fake_llm, f"{base}/article"))
+        while reader.pid is None and not reading.done():  # until the page is handed to the reader
+            await asyncio.sleep(0.01)
+        pid = reader.pid
+        assert not reading.done()  # the loop runs this test meanwhile
+        feedback = await reading
+    finally:
+        reader.shutdown()
+    assert feedback["status"] == "error"
+    assert feedback["error"] == (f"timeout: Could not extract the text of {base}/article within 0.3s; "
+                                 "the page is too large or too complex.")
+    assert reader.pid is None and pid is not None

@@ -7,12 +7,18 @@ it is reduced to its last path component, to the characters ``A-Z a-z 0-9 . _ -`
 dropped, anything else becomes ``-``), stripped of leading dots and dashes, capped in length,
 and its extension is replaced by the one matching ``format`` (.html, .md, .txt).
 
-Failure codes: ``invalid_args``, ``too_large`` (content over ``max_bytes`` UTF-8 bytes),
-``io_error`` (the file could not be written).
+Failure codes: ``invalid_args`` (also: content that is not valid Unicode text, e.g. a lone
+surrogate), ``too_large`` (content over ``max_bytes`` UTF-8 bytes; a text with more characters
+than that is refused before it is encoded), ``io_error`` (the file could not be written).
+
+On the event loop: encoding the content (bounded by ``max_bytes``, about a millisecond per
+megabyte) and the write itself (see ``tools.files``: a write that has been reported as timed
+out must not still happen). The SHA-256 is computed in a thread, before anything is written.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import shutil
@@ -102,6 +108,10 @@ def _contract(max_bytes: int) -> ToolContract:
     return replace(ARTIFACT_SAVE, description=_description(max_bytes))
 
 
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def _write(root: Path, artifact_id: str, filename: str, data: bytes) -> Path:
     """Write the new artifact's file in its own new folder under ``root``; the file's path."""
     folder = root / artifact_id
@@ -123,8 +133,19 @@ class _Artifacts:
     max_bytes: int
 
     def encode(self, content: str) -> bytes:
-        """The content as UTF-8, or ToolFailed(too_large)."""
-        data = content.encode("utf-8")
+        """The content as UTF-8, or ToolFailed(too_large / invalid_args)."""
+        if len(content) > self.max_bytes:  # at least one byte per character: no need to encode it all
+            raise ToolFailed(
+                f"the content is at least {len(content)} bytes; artifacts are limited to {self.max_bytes} bytes. "
+                "Shorten it or split it into several artifacts.",
+                code="too_large",
+            )
+        try:
+            data = content.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ToolFailed(
+                f"the content is not valid text (character {exc.start} cannot be encoded as UTF-8).", code="invalid_args"
+            ) from None
         if len(data) > self.max_bytes:
             raise ToolFailed(
                 f"the content is {len(data)} bytes; artifacts are limited to {self.max_bytes} bytes. "
@@ -147,13 +168,14 @@ class _Artifacts:
         if ctx.dry_run:
             return {"would_save": filename, "format": fmt, "size_bytes": len(data),
                     "url_pattern": f"{base}/artifacts/<id>/{filename}"}
+        digest = await asyncio.to_thread(_sha256, data)  # before writing: a time-out here leaves nothing behind
         artifact_id = uuid.uuid4().hex[:16]
         target = self.write(artifact_id, filename, data)
         try:
             await store.artifacts.add(
                 artifact_id=artifact_id, conversation_id=ctx.conversation_id, turn_id=ctx.turn_id,
                 title=args.get("title"), filename=filename, fmt=fmt, path=target.relative_to(root).as_posix(),
-                size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
+                size_bytes=len(data), sha256=digest,
             )
         except BaseException:
             shutil.rmtree(root / artifact_id, True)  # no file without its row

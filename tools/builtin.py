@@ -10,9 +10,10 @@ from tools.calculator import MATH_CALCULATE, math_calculate
 from tools.clock import CLOCK_NOW, clock_now
 from tools.files import files_write_tool
 from tools.http_post import http_post_tool
+from tools.procworker import shutdown as shutdown_tools
 from tools.web_tools import web_tools
 
-__all__ = ["builtin_tools"]
+__all__ = ["builtin_tools", "shutdown_tools"]
 
 
 def builtin_tools(config: Config, *, store: Store | None) -> list[tuple[ToolContract, ToolHandler]]:

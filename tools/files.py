@@ -4,15 +4,24 @@ The path the model gives is always relative to ``notes_dir``. Refused (``path_no
 absolute paths, drive letters, ``..`` segments, NUL characters, and anything that resolves
 (after following symlinks) outside ``notes_dir``. Only ``.md`` and ``.txt`` files may be
 written (``extension_not_allowed``); the final file may not exceed ``max_bytes``
-(``too_large``); an existing file that is not UTF-8 text is left alone (``not_text``); disk
-problems are ``io_error``. Writes are atomic: a temporary file next to the target, then ``os.replace``.
+(``too_large``), and neither may an existing file be changed that is already larger (it is
+refused before it is read); an existing file that is not UTF-8 text is left alone
+(``not_text``); disk problems are ``io_error``. Writes are atomic: a temporary file next to the
+target, then ``os.replace``.
 
 Dry run (always required before the real call) returns a unified diff of the change and
-touches nothing on disk, not even folders.
+touches nothing on disk, not even folders. That diff is what the user approves, so it must show
+the whole change: a change whose diff would be longer than ``DIFF_MAX_CHARS`` (4000) characters
+is refused (``preview_too_long``) rather than cut, and the model is told to split it into
+smaller writes (a first part, then appends). Diffing is bounded too: a change so scattered that
+finding its diff would take more than ``DIFF_MAX_WORK`` comparisons is refused the same way.
+The dry run (reading, hashing, diffing: no writing) runs in a worker thread; the write itself
+runs on the event loop (see ``files_write``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import hashlib
 import os
@@ -28,7 +37,9 @@ __all__ = ["FILES_WRITE", "files_write_tool", "write_atomic"]
 
 ALLOWED_EXTENSIONS = frozenset({".md", ".txt"})
 DIFF_MAX_CHARS = 4000
+DIFF_MAX_WORK = 500_000  # line comparisons one preview's diff may take (about 0.2 s at most, in a thread)
 DEFAULT_MAX_BYTES = 200_000
+_CONTEXT_LINES = 3
 
 
 def write_atomic(target: Path, data: bytes) -> None:
@@ -74,15 +85,78 @@ def _check_extension(name: str, shown: str) -> None:
         )
 
 
-def _diff(old: str, new: str, rel: str) -> str:
-    lines = difflib.unified_diff(
-        old.splitlines(), new.splitlines(), fromfile=f"a/{rel}", tofile=f"b/{rel}", lineterm=""
+class _TooMuchWork(Exception):
+    """The diff would take more than DIFF_MAX_WORK comparisons to find."""
+
+
+class _BoundedMatcher(difflib.SequenceMatcher[str]):
+    """difflib's matcher, counting the work of each longest-match search before doing it
+    (every line of the range, plus every candidate position of those lines in the other text)
+    and giving up once ``work`` is spent. Pathological inputs (many lines repeating a few
+    hundred times each) otherwise take difflib seconds for a 200 kB note."""
+
+    a: list[str]  # set by difflib (not in its type stubs)
+    b2j: dict[str, list[int]]
+
+    def __init__(self, a: list[str], b: list[str], work: int) -> None:
+        self.work_left = work
+        super().__init__(None, a, b)
+
+    def find_longest_match(self, alo: int = 0, ahi: int | None = None, blo: int = 0,
+                           bhi: int | None = None) -> difflib.Match:
+        ahi = len(self.a) if ahi is None else ahi
+        self.work_left -= ahi - alo
+        if self.work_left < 0:
+            raise _TooMuchWork
+        self.work_left -= sum(len(self.b2j.get(line, ())) for line in self.a[alo:ahi])
+        if self.work_left < 0:
+            raise _TooMuchWork
+        return super().find_longest_match(alo, ahi, blo, bhi)
+
+
+def _span(start: int, stop: int) -> str:
+    """A unified-diff range, as difflib writes it."""
+    length = stop - start
+    if length == 1:
+        return str(start + 1)
+    return f"{start + 1 if length else start},{length}"
+
+
+def _too_long(rel: str, why: str) -> ToolFailed:
+    return ToolFailed(
+        f"the change to {rel!r} {why}, so the user could not see all of it before approving; nothing can be "
+        f"approved that the preview does not show. Split it into smaller writes: write the first part, then add "
+        f"the rest with mode 'append', each part short enough that its diff stays under {DIFF_MAX_CHARS} characters "
+        "(about 3000 characters of text per call).",
+        code="preview_too_long",
     )
-    text = "\n".join(lines)
-    if not text:
+
+
+def _diff(old: str, new: str, rel: str) -> str:
+    """The whole unified diff from ``old`` to ``new``, or ToolFailed(preview_too_long) when it
+    would be longer than DIFF_MAX_CHARS or take more than DIFF_MAX_WORK to find. CPU-bound:
+    the tool runs it in a thread."""
+    a, b = old.splitlines(), new.splitlines()
+    try:
+        groups = list(_BoundedMatcher(a, b, DIFF_MAX_WORK).get_grouped_opcodes(_CONTEXT_LINES))
+    except _TooMuchWork:
+        raise _too_long(rel, "is too large or too scattered to show as one diff") from None
+    if not groups:
         return "(no changes)"
+    lines = [f"--- a/{rel}", f"+++ b/{rel}"]
+    for group in groups:
+        lines.append(f"@@ -{_span(group[0][1], group[-1][2])} +{_span(group[0][3], group[-1][4])} @@")
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                lines += [" " + line for line in a[i1:i2]]
+                continue
+            if tag in ("replace", "delete"):
+                lines += ["-" + line for line in a[i1:i2]]
+            if tag in ("replace", "insert"):
+                lines += ["+" + line for line in b[j1:j2]]
+    text = "\n".join(lines)
     if len(text) > DIFF_MAX_CHARS:
-        return text[:DIFF_MAX_CHARS] + f"\n... (diff cut: {len(text)} characters in total)"
+        raise _too_long(rel, f"is a diff of {len(text)} characters, more than the {DIFF_MAX_CHARS} a preview shows")
     return text
 
 
@@ -90,7 +164,9 @@ def _description(max_bytes: int) -> str:
     return (
         "Write a text note (.md or .txt) inside the user's notes folder. 'path' is relative to that folder "
         "(e.g. 'journal/2026-12.md'); missing sub-folders are created. mode 'overwrite' (default) replaces "
-        f"the file, 'append' adds to its end. Files are limited to {max_bytes} bytes."
+        f"the file, 'append' adds to its end. Files are limited to {max_bytes} bytes. The user approves each write "
+        f"from its diff, which may be at most {DIFF_MAX_CHARS} characters: write longer text in parts (the first "
+        "part, then 'append' calls of about 3000 characters each)."
     )
 
 
@@ -133,7 +209,7 @@ FILES_WRITE = ToolContract(
     ),
     audit_event="files.written",
     failure_modes=("invalid_args", "path_not_allowed", "extension_not_allowed", "too_large", "not_text",
-                   "io_error"),
+                   "preview_too_long", "io_error"),
     timeout_s=10.0,
 )
 
@@ -143,10 +219,16 @@ def _contract(max_bytes: int) -> ToolContract:
     return replace(FILES_WRITE, description=_description(max_bytes))
 
 
-def _read_old(resolved: Path, shown: str) -> str | None:
-    """The current text of the file, or None if there is none yet."""
+def _read_old(resolved: Path, shown: str, max_bytes: int) -> str | None:
+    """The current text of the file, or None if there is none yet. A file already over the
+    limit is refused before it is read (it could be any size)."""
     if not resolved.exists():
         return None
+    size = resolved.stat().st_size
+    if size > max_bytes:
+        raise ToolFailed(
+            f"{shown!r} is already {size} bytes; notes files are limited to {max_bytes} bytes, so it will not be "
+            "changed.", code="too_large")
     try:
         return resolved.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -200,9 +282,18 @@ class _NotesFolder:
     def _attempt(self, args: dict[str, Any], dry_run: bool) -> dict[str, Any]:
         mode = args.get("mode", "overwrite")
         rel, resolved = self.locate(args["path"])
-        old = _read_old(resolved, str(rel))
+        if len(args["content"]) > self.max_bytes:  # at least one byte per character: no need to encode it all
+            raise ToolFailed(
+                f"the file {str(rel)!r} would be at least {len(args['content'])} bytes; notes files are limited to "
+                f"{self.max_bytes} bytes.", code="too_large")
+        old = _read_old(resolved, str(rel), self.max_bytes)
         new = (old or "") + args["content"] if mode == "append" else args["content"]
-        data = new.encode("utf-8")
+        try:
+            data = new.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ToolFailed(
+                f"the content is not valid text (a character cannot be encoded as UTF-8: {exc.reason}).",
+                code="invalid_args") from None
         if len(data) > self.max_bytes:
             raise ToolFailed(
                 f"the file {str(rel)!r} would be {len(data)} bytes; notes files are limited to {self.max_bytes} bytes.",
@@ -221,8 +312,13 @@ class _NotesFolder:
         write_atomic(resolved, data)
 
     async def files_write(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-        # Deliberately on the loop, not in a thread: a note of at most max_bytes takes milliseconds,
-        # and a write that cannot be interrupted can never be reported as timed out yet happen.
+        if ctx.dry_run:
+            # Reading, hashing and diffing only (nothing is written): in a thread, because a diff of
+            # a note of max_bytes can take a few hundred milliseconds (bounded by DIFF_MAX_WORK).
+            return await asyncio.to_thread(self.write, args, True)
+        # The write deliberately stays on the loop, not in a thread: a note of at most max_bytes
+        # takes milliseconds (no diff is made), and a write that cannot be interrupted can never
+        # be reported as timed out yet happen.
         return self.write(args, ctx.dry_run)
 
 

@@ -3,9 +3,20 @@
 ``read_url`` fetches one http(s) URL, following redirects by hand so that the
 SSRF guard (:mod:`tools.netguard`) checks every hop, streams at most
 ``max_bytes`` of the body, and turns HTML into readable text with trafilatura.
+A compressed body (gzip or deflate, the only encodings asked for) is inflated
+here, never more than ``max_bytes`` at a time, so a small "compression bomb"
+costs no more than a page of ``max_bytes``; other encodings are refused.
 
 ``web_search`` asks a :class:`SearchBackend` (DuckDuckGo via ``ddgs``,
 a SearxNG instance, or the Brave Search API) and returns uniform results.
+A JSON backend's answer is read up to ``MAX_SEARCH_RESPONSE_BYTES``.
+
+Nothing CPU-heavy runs on the event loop. Decoding and extracting a page run in
+a worker process (:class:`tools.procworker.ProcessWorker`): lxml and charset
+detection hold the GIL for long stretches, so a thread would still stall the
+loop, and a process can be stopped: extraction is limited to
+``EXTRACT_TIME_LIMIT_S`` (then ``timeout``). Parsing and cleaning a search
+answer (at most ``MAX_SEARCH_RESPONSE_BYTES``) run in a thread.
 
 Every failure the model should hear about is a ``ToolFailed`` with a code:
 ``unsupported_scheme``, ``invalid_url``, ``dns_error``, ``blocked_address``,
@@ -17,8 +28,12 @@ Every failure the model should hear about is a ``ToolFailed`` with a code:
 from __future__ import annotations
 
 import asyncio
+import functools
 import html as html_lib
+import json
 import re
+import ssl
+import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple, Protocol
 
@@ -30,9 +45,12 @@ from ddgs.exceptions import DDGSException
 
 from bruce.errors import ToolFailed
 from tools.netguard import PinnedTransport, resolve_and_check
+from tools.procworker import ProcessWorker, WorkerTimeout
 
 __all__ = [
     "ALLOWED_CONTENT_TYPES",
+    "EXTRACT_TIME_LIMIT_S",
+    "MAX_SEARCH_RESPONSE_BYTES",
     "BraveBackend",
     "DuckDuckGoBackend",
     "Guard",
@@ -47,6 +65,9 @@ log = structlog.get_logger(__name__)
 ALLOWED_CONTENT_TYPES = frozenset({"text/html", "text/plain", "application/xhtml+xml"})
 USER_AGENT = "Mozilla/5.0 (compatible; Bruce/0.1; personal assistant)"
 _ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.1"
+_ACCEPT_ENCODING = "gzip, deflate"  # what _Inflater can decode within a size limit
+MAX_SEARCH_RESPONSE_BYTES = 2_000_000
+EXTRACT_TIME_LIMIT_S = 10.0
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _MAX_SEARCH_RESULTS = 50
 
@@ -55,6 +76,18 @@ Guard = Callable[..., Awaitable[None]]
 
 
 # --------------------------------------------------------------------------- read_url
+
+
+@functools.cache
+def _tls(trust_env: bool) -> ssl.SSLContext:
+    """The TLS settings httpx would make for a new client (loading the CA bundle takes 60-170 ms),
+    made once."""
+    return httpx.create_ssl_context(trust_env=trust_env)
+
+
+async def _tls_context(*, trust_env: bool) -> ssl.SSLContext:
+    """``_tls``, its first (slow) making done in a thread rather than on the loop."""
+    return await asyncio.to_thread(_tls, trust_env)
 
 
 def _safe_url(url: httpx.URL | str) -> str:
@@ -82,21 +115,62 @@ class _Fetched(NamedTuple):
     truncated: bool
 
 
+class _Inflater:
+    """A gzip or deflate body, inflated at most ``limit`` bytes per call: the work done is
+    bounded by the output we keep, not by what the server packed into a chunk."""
+
+    def __init__(self, encoding: str) -> None:
+        self._raw_deflate_allowed = encoding == "deflate"  # some servers send deflate without its header
+        self._started = False
+        self._inflate = zlib.decompressobj(32 + zlib.MAX_WBITS)  # gzip or zlib header, detected
+
+    def feed(self, data: bytes, limit: int) -> tuple[bytes, bytes]:
+        """At most ``limit`` inflated bytes from ``data``, and the input not used yet."""
+        if self._inflate.eof:
+            return b"", b""  # anything after the end of the stream is ignored
+        try:
+            out = self._inflate.decompress(data, limit)
+        except zlib.error as exc:
+            if self._started or not self._raw_deflate_allowed:
+                raise httpx.DecodingError(f"invalid compressed body: {exc}") from None
+            self._raw_deflate_allowed = False
+            self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+            return self.feed(data, limit)
+        self._started = True
+        return out, self._inflate.unconsumed_tail
+
+
+def _inflater(resp: httpx.Response) -> _Inflater | None:
+    """How to decode the body (None: as it is), or ToolFailed for an encoding we did not ask for."""
+    codings = [c.strip().lower() for c in resp.headers.get("content-encoding", "").split(",")]
+    codings = [c for c in codings if c and c != "identity"]
+    if not codings:
+        return None
+    if len(codings) == 1 and codings[0] in ("gzip", "x-gzip", "deflate"):
+        return _Inflater(codings[0])
+    raise ToolFailed(
+        f"Cannot read {_safe_url(resp.url)}: it is compressed as '{', '.join(codings)}'; only gzip and deflate "
+        "can be read.",
+        code="unsupported_content",
+    )
+
+
 async def _read_capped(resp: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
     """Read the (decoded) body up to ``max_bytes``; True if more was left unread."""
+    inflater = _inflater(resp)
     buf = bytearray()
-    chunks = resp.aiter_bytes()
-    async for chunk in chunks:
-        room = max_bytes - len(buf)
-        if len(chunk) > room:
-            buf += chunk[:room]
-            return bytes(buf), True
-        buf += chunk
-        if len(buf) == max_bytes:  # exactly full: truncated only if anything follows
-            async for more in chunks:
-                if more:
-                    return bytes(buf), True
-            break
+    async for raw in resp.aiter_raw():
+        pending = raw
+        while pending:
+            room = max_bytes - len(buf)
+            if inflater is None:
+                chunk, pending = pending, b""
+            else:
+                chunk, pending = inflater.feed(pending, room + 1)  # one byte more tells us it goes on
+            if len(chunk) > room:
+                buf += chunk[:room]
+                return bytes(buf), True
+            buf += chunk
     return bytes(buf), False
 
 
@@ -112,7 +186,7 @@ async def _fetch(
     """GET ``url`` following redirects by hand; returns the final response's data."""
     current = url
     redirects = 0
-    headers = {"User-Agent": USER_AGENT, "Accept": _ACCEPT}
+    headers = {"User-Agent": USER_AGENT, "Accept": _ACCEPT, "Accept-Encoding": _ACCEPT_ENCODING}
     while True:
         await guard(current, allow_private=allow_private)
         request = client.build_request("GET", current, headers=headers)
@@ -192,7 +266,7 @@ def _title(html: str) -> str | None:
 
 
 def _extract_html(html: str, url: str) -> tuple[str | None, str]:
-    """(title, readable text) of an HTML document. CPU-bound: run in a thread."""
+    """(title, readable text) of an HTML document. CPU-bound: run in a thread (see _readable)."""
     text: str | None = None
     try:
         text = trafilatura.extract(
@@ -208,6 +282,40 @@ def _extract_html(html: str, url: str) -> tuple[str | None, str]:
             log.debug("web.html2txt_failed", exc_info=True)
             text = ""
     return _title(html), (text or "").strip()
+
+
+def _readable(fetched: _Fetched) -> tuple[str | None, str]:
+    """(title, text) of a fetched page: decoding (charset detection can take a while on odd
+    bytes) and extraction. CPU-bound: ``read_url`` runs it in the reader process."""
+    decoded = _decode(fetched.body, fetched.charset, truncated=fetched.truncated)
+    if fetched.media_type == "text/plain":
+        return None, decoded.strip()
+    return _extract_html(decoded, fetched.url)
+
+
+def readable_in_worker(request: dict[str, Any], body: bytes) -> list[str | None]:
+    """The reader process's side of ``_READER``: [title, text], the text cut one character past
+    ``max_chars`` (so the caller still sees that it was longer)."""
+    fetched = _Fetched(request["url"], 0, request["media_type"], request["charset"], body, request["truncated"])
+    title, text = _readable(fetched)
+    return [title, text[: request["max_chars"] + 1]]
+
+
+_READER = ProcessWorker("tools.web:readable_in_worker", time_limit_s=EXTRACT_TIME_LIMIT_S)
+
+
+async def _read_text(fetched: _Fetched, max_chars: int) -> tuple[str | None, str]:
+    request = {"url": fetched.url, "media_type": fetched.media_type, "charset": fetched.charset,
+               "truncated": fetched.truncated, "max_chars": max_chars}
+    try:
+        title, text = await _READER.call(request, fetched.body)
+    except WorkerTimeout as exc:
+        raise ToolFailed(
+            f"Could not extract the text of {_safe_url(fetched.url)} within {exc.limit_s:g}s; "
+            "the page is too large or too complex.",
+            code="timeout",
+        ) from None
+    return title, text
 
 
 async def read_url(
@@ -239,7 +347,8 @@ async def read_url(
     try:
         async with asyncio.timeout(timeout_s):
             if client is None:
-                transport = PinnedTransport(allow_private=allow_private)
+                tls = await _tls_context(trust_env=False)  # as PinnedTransport's own default would be
+                transport = PinnedTransport(allow_private=allow_private, verify=tls)
                 async with httpx.AsyncClient(
                     transport=transport, timeout=timeout_s, trust_env=False
                 ) as own_client:
@@ -267,11 +376,7 @@ async def read_url(
         ) from None
 
     truncated = fetched.truncated
-    decoded = _decode(fetched.body, fetched.charset, truncated=truncated)
-    if fetched.media_type == "text/plain":
-        title, text = None, decoded.strip()
-    else:
-        title, text = await asyncio.to_thread(_extract_html, decoded, fetched.url)
+    title, text = await _read_text(fetched, max_chars)
     if len(text) > max_chars:
         text = text[:max_chars]
         truncated = True
@@ -369,6 +474,16 @@ class DuckDuckGoBackend:
         return await asyncio.to_thread(self._search_sync, query, max_results)
 
 
+class ResponseTooLarge(ValueError):
+    """A search backend answered with more than MAX_SEARCH_RESPONSE_BYTES."""
+
+
+def _results_from_json(body: bytes, rows_of: Callable[[Any], Any], keys: tuple[str, str, str],
+                       max_results: int) -> list[dict[str, str]]:
+    """Parse a backend's JSON answer and clean its rows. CPU-bound: run in a thread."""
+    return _collect(rows_of(json.loads(body)), keys, max_results)
+
+
 class _HTTPBackend:
     """Shared plumbing for JSON-over-HTTP backends."""
 
@@ -376,16 +491,36 @@ class _HTTPBackend:
         self._client = client
         self._timeout_s = timeout_s
 
-    async def _get_json(self, url: str, params: dict[str, Any],
-                        headers: dict[str, str] | None = None) -> Any:
-        hdrs = {"Accept": "application/json", "User-Agent": USER_AGENT, **(headers or {})}
+    async def _get_body(self, client: httpx.AsyncClient, url: str, params: dict[str, Any],
+                        headers: dict[str, str]) -> bytes:
+        async with client.stream("GET", url, params=params, headers=headers) as resp:
+            resp.raise_for_status()
+            body, truncated = await _read_capped(resp, MAX_SEARCH_RESPONSE_BYTES)
+        if truncated:
+            raise ResponseTooLarge(f"the answer is larger than {MAX_SEARCH_RESPONSE_BYTES} bytes")
+        return body
+
+    async def _get_results(self, url: str, params: dict[str, Any], headers: dict[str, str] | None, *,
+                           rows_of: Callable[[Any], Any], keys: tuple[str, str, str],
+                           max_results: int) -> list[dict[str, str]]:
+        hdrs = {"Accept": "application/json", "Accept-Encoding": _ACCEPT_ENCODING, "User-Agent": USER_AGENT,
+                **(headers or {})}
         if self._client is not None:
-            resp = await self._client.get(url, params=params, headers=hdrs)
+            body = await self._get_body(self._client, url, params, hdrs)
         else:
-            async with httpx.AsyncClient(timeout=self._timeout_s) as client:
-                resp = await client.get(url, params=params, headers=hdrs)
-        resp.raise_for_status()
-        return resp.json()
+            tls = await _tls_context(trust_env=True)  # as a default AsyncClient's would be
+            async with httpx.AsyncClient(timeout=self._timeout_s, verify=tls) as client:
+                body = await self._get_body(client, url, params, hdrs)
+        return await asyncio.to_thread(_results_from_json, body, rows_of, keys, max_results)
+
+
+def _searxng_rows(data: Any) -> Any:
+    return data.get("results") if isinstance(data, dict) else None
+
+
+def _brave_rows(data: Any) -> Any:
+    web = data.get("web") if isinstance(data, dict) else None
+    return web.get("results", []) if isinstance(web, dict) else []
 
 
 class SearxNGBackend(_HTTPBackend):
@@ -399,9 +534,9 @@ class SearxNGBackend(_HTTPBackend):
         self.base_url = base_url.rstrip("/")
 
     async def search(self, query: str, max_results: int) -> list[dict[str, str]]:
-        data = await self._get_json(f"{self.base_url}/search", {"q": query, "format": "json"})
-        rows = data.get("results") if isinstance(data, dict) else None
-        return _collect(rows, ("title", "url", "content"), max_results)
+        return await self._get_results(f"{self.base_url}/search", {"q": query, "format": "json"}, None,
+                                       rows_of=_searxng_rows, keys=("title", "url", "content"),
+                                       max_results=max_results)
 
 
 class BraveBackend(_HTTPBackend):
@@ -420,14 +555,12 @@ class BraveBackend(_HTTPBackend):
         return f"BraveBackend(base_url={self.base_url!r})"
 
     async def search(self, query: str, max_results: int) -> list[dict[str, str]]:
-        data = await self._get_json(
+        return await self._get_results(
             f"{self.base_url}/web/search",
             {"q": query, "count": min(max_results, self._MAX_COUNT)},
             {"X-Subscription-Token": self._api_key},
+            rows_of=_brave_rows, keys=("title", "url", "description"), max_results=max_results,
         )
-        web = data.get("web") if isinstance(data, dict) else None
-        rows = web.get("results", []) if isinstance(web, dict) else []
-        return _collect(rows, ("title", "url", "description"), max_results)
 
 
 def _describe(exc: BaseException) -> str:
@@ -439,6 +572,8 @@ def _describe(exc: BaseException) -> str:
         return f"HTTP {status}" + (f", {hint}" if hint else "")
     if isinstance(exc, (httpx.TimeoutException, TimeoutError)):
         return "timed out"
+    if isinstance(exc, ResponseTooLarge):
+        return str(exc)
     if isinstance(exc, httpx.TransportError):
         return "could not connect"
     if isinstance(exc, ValueError):

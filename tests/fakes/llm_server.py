@@ -7,12 +7,18 @@ Drive the real ``litellm`` against it::
         await litellm.acompletion(model="openai/primary", api_base=fake.base_url,
                                   api_key="sk-test", messages=[...],
                                   num_retries=0, max_retries=0)
+
+Faults to script: ``Step.error(status, retry_after=...)`` (the header, in seconds or as an HTTP
+date), ``Step.delay`` (a hang), ``Step.cut`` (a stream dropped mid-answer), ``Step.raw`` (any
+body, e.g. a proxy's HTML page with a 200), ``Step.no_choices`` (a 200 with ``choices: []``);
+``closed_base_url()`` is an address where the connection is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from collections import deque
 from collections.abc import Callable
@@ -35,7 +41,7 @@ _ERROR_TYPES: dict[int, tuple[str, str]] = {
 class Step:
     """One scripted reply. Build with the static constructors."""
 
-    kind: Literal["text", "tool_calls", "error", "delay", "cut"]
+    kind: Literal["text", "tool_calls", "error", "delay", "cut", "raw", "no_choices"]
     content: str = ""
     # (function_name, arguments JSON string, call id or None)
     calls: tuple[tuple[str, str, str | None], ...] = ()
@@ -43,9 +49,10 @@ class Step:
     completion_tokens: int = 5
     status: int = 200
     message: str = ""
-    retry_after: float | None = None
+    retry_after: float | str | None = None  # seconds, or the header's text as is (an HTTP date)
     seconds: float = 0.0
     then: Step | None = None
+    content_type: str = "application/json"
 
     @staticmethod
     def text(content: str, *, prompt_tokens: int = 10, completion_tokens: int = 5) -> Step:
@@ -63,7 +70,7 @@ class Step:
         return Step("tool_calls", calls=tuple(norm))
 
     @staticmethod
-    def error(status: int, message: str = "fake error", *, retry_after: float | None = None) -> Step:
+    def error(status: int, message: str = "fake error", *, retry_after: float | str | None = None) -> Step:
         return Step("error", status=status, message=message, retry_after=retry_after)
 
     @staticmethod
@@ -74,6 +81,16 @@ class Step:
     @staticmethod
     def delay(seconds: float, then: Step) -> Step:
         return Step("delay", seconds=seconds, then=then)
+
+    @staticmethod
+    def raw(body: str, *, status: int = 200, content_type: str = "application/json") -> Step:
+        """Send ``body`` exactly as given (a broken proxy, a truncated reply), streamed or not."""
+        return Step("raw", content=body, status=status, content_type=content_type)
+
+    @staticmethod
+    def no_choices(*, prompt_tokens: int = 10, completion_tokens: int = 0) -> Step:
+        """A well-formed 200 whose ``choices`` list is empty (streamed: only a usage chunk)."""
+        return Step("no_choices", prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
 
 
 def _chunks(text: str, n: int = 3) -> list[str]:
@@ -161,6 +178,9 @@ class FakeLLMServer:
             return _error_response(500, "FakeLLMServer: script ran out (no step queued and default is None)")
         if step.kind == "error":
             return _error_response(step.status, step.message, step.retry_after)
+        if step.kind == "raw":
+            return web.Response(body=step.content.encode(), status=step.status,
+                                headers={"Content-Type": step.content_type})
         model = str(body.get("model", "fake"))
         if body.get("stream"):
             return await self._stream(request, body, model, step)
@@ -182,9 +202,10 @@ class FakeLLMServer:
         if step.kind == "tool_calls":
             message = {"role": "assistant", "content": None, "tool_calls": self._tool_calls(step)}
             finish = "tool_calls"
+        choices = [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}]
         return {"id": self._next_id("chatcmpl"), "object": "chat.completion",
                 "created": int(time.time()), "model": model,
-                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                "choices": [] if step.kind == "no_choices" else choices,
                 "usage": self._usage(step)}
 
     async def _stream(self, request: web.Request, body: dict[str, Any], model: str,
@@ -199,7 +220,9 @@ class FakeLLMServer:
             chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
             await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
 
-        if step.kind == "tool_calls":
+        if step.kind == "no_choices":
+            pass  # no choice at all: only the usage chunk (when asked for) and [DONE]
+        elif step.kind == "tool_calls":
             await send({"role": "assistant", "content": None})
             for idx, call in enumerate(self._tool_calls(step)):
                 fn = call["function"]
@@ -225,8 +248,18 @@ class FakeLLMServer:
         return resp
 
 
-def _error_response(status: int, message: str, retry_after: float | None = None) -> web.Response:
+def _error_response(status: int, message: str, retry_after: float | str | None = None) -> web.Response:
     err_type, code = _ERROR_TYPES.get(status, ("server_error", "internal_error"))
-    headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else None
+    headers = None
+    if retry_after is not None:
+        headers = {"Retry-After": retry_after if isinstance(retry_after, str) else f"{retry_after:g}"}
     return web.json_response({"error": {"message": message, "type": err_type, "code": code,
                                         "param": None}}, status=status, headers=headers)
+
+
+def closed_base_url() -> str:
+    """An OpenAI-style base URL on 127.0.0.1 where nothing listens: connecting is refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
