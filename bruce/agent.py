@@ -67,7 +67,7 @@ class TurnResult:
 def _signature(call: ToolCall) -> tuple[str, str]:
     try:
         canonical = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # the registry tells the model what is wrong
         canonical = call.arguments
     return call.name, canonical
 

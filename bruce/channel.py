@@ -133,9 +133,14 @@ def split_text(text: str, limit: int) -> list[str]:
     while len(text) > limit:
         cut, skip = _cut(text[: limit + 1], limit)
         piece = text[:cut].rstrip()
+        rest = text[cut + skip:]
+        if not piece:  # only blanks before the cut: they are no piece, and no indentation either
+            rest = rest.lstrip()
+        elif skip and text[cut] == " ":  # a word boundary: the spaces there go
+            rest = rest.lstrip(" ")
         if piece:
             pieces.append(piece)
-        text = text[cut + skip:].lstrip("\n")  # no piece starts with blank lines; indentation stays
+        text = rest.lstrip("\n")  # no piece starts with blank lines; indentation after a line break stays
     if text.strip():
         pieces.append(text)
     return pieces or ["…"]
@@ -145,7 +150,7 @@ def _cut(window: str, limit: int) -> tuple[int, int]:
     """Where to cut ``window`` (up to ``limit`` kept) and how many separator characters to drop."""
     floor = max(limit // 2, 1)
     for separator in ("\n\n", "\n", " "):
-        at = window.rfind(separator, 0, limit + len(separator) - 1)
+        at = window.rfind(separator, 0, limit + len(separator))  # a separator right after a full piece counts
         if at >= floor:
             return at, len(separator)
     return limit, 0

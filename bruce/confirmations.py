@@ -177,5 +177,5 @@ def _render_preview(preview: Any) -> str:
     if isinstance(preview, dict) and isinstance(preview.get("diff"), str):
         rest = {k: v for k, v in preview.items() if k != "diff"}
         diff: str = preview["diff"]
-        return json.dumps(rest, ensure_ascii=False) + "\n" + diff
-    return json.dumps(preview, ensure_ascii=False, indent=2)
+        return json.dumps(rest, ensure_ascii=False, default=str) + "\n" + diff
+    return json.dumps(preview, ensure_ascii=False, indent=2, default=str)

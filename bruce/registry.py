@@ -298,6 +298,8 @@ class ToolRegistry:
             arguments = json.loads(raw) if raw.strip() else {}
         except json.JSONDecodeError as exc:
             raise ToolInputInvalid(f"arguments are not valid JSON: {exc.msg} at position {exc.pos}") from None
+        except RecursionError:
+            raise ToolInputInvalid("arguments are nested too deeply") from None
         problem = _schema_message(tool.validator, arguments)
         if problem:
             raise ToolInputInvalid(f"arguments do not match the schema of {tool.contract.wire_name}: {problem}")
