@@ -49,7 +49,8 @@ async def audit(app) -> list[dict]:
     found = await rows(app, "SELECT * FROM tool_executions ORDER BY id")
     for row in found:  # JSON columns, read as data
         row["input"] = json.loads(row["input"])
-        row["output"] = None if row["output"] is None else json.loads(row["output"])
+        row["output"] = None if row["output"] is None else (
+            "null (not NULL)" if row["output"] == "null" else json.loads(row["output"]))
     return found
 
 
@@ -670,7 +671,7 @@ def fields(line: dict, *names: str) -> dict:
 
 async def test_each_call_is_logged_with_its_tool_status_and_time(app, fake_llm, clock, log_lines):
     async def slow(args, ctx):
-        clock.advance(seconds=0.25)
+        clock.advance(seconds=0.01234)
         return {"done": True}
 
     app.registry.register(contract("test.slow"), slow)
@@ -679,7 +680,8 @@ async def test_each_call_is_logged_with_its_tool_status_and_time(app, fake_llm, 
     lines = sorted(log_lines("tool.executed"), key=lambda line: line["tool"])
     assert [fields(line, "level", "tool", "status", "ms") for line in lines] == [
         {"level": "info", "tool": "teleport_now", "status": "unknown_tool", "ms": 0.0},
-        {"level": "info", "tool": "test.slow", "status": "ok", "ms": 250.0}]
+        {"level": "info", "tool": "test.slow", "status": "ok", "ms": 12.3}]  # rounded to a tenth
+    assert [r["latency_ms"] for r in await audit(app) if r["tool_name"] == "test.slow"] == [12.34]
 
 
 async def test_a_replay_is_logged_with_its_key(app_factory, fake_llm, tool_dirs, log_lines):
@@ -732,6 +734,24 @@ async def test_the_reason_a_result_cannot_be_shown_is_cut_to_200_characters(app,
     await say(app, "odd")
     (found,) = await audit(app)
     assert found["output"] == {"result_unavailable": f"test.odd ran, but its result cannot be shown ({'x' * 200})."}
+
+
+async def test_the_model_is_offered_dry_run_only_where_a_tool_supports_it(app_factory, fake_llm, tool_dirs):
+    app = await app_factory(tools=tool_dirs)
+    fake_llm.add(Step.text("Hi."))
+    await say(app, "hi")
+    params = {t["function"]["name"]: t["function"]["parameters"] for t in fake_llm.requests[0]["tools"]}
+    assert params["files_write"]["properties"]["dry_run"] == {
+        "type": "boolean", "description": "true: validate and preview what would happen, without doing it"}
+    assert "dry_run" not in params["math_calculate"]["properties"]
+    assert "dry_run" not in app.registry.get("files.write").contract.input_schema["properties"]
+
+
+async def test_without_a_turn_every_visible_tool_is_listed(app_factory, tool_dirs):
+    app = await app_factory(tools={**tool_dirs, "overrides": {"web.search": {"enabled": False}}})
+    listed = [d["function"]["name"] for d in app.registry.definitions()]
+    assert "files_write" in listed and "http_post" in listed and "web_search" not in listed
+    assert listed == sorted(listed, key=lambda n: app.registry.contract_name(n))
 
 
 async def test_tools_are_looked_up_by_either_name(app):
