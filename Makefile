@@ -38,7 +38,7 @@ bench: install-test
 # Every module:  make mutate        One module:  make mutate MODULE=bruce.policy
 # Each mutant runs only the tests that reach the function it changed ([tool.mutmut] in
 # pyproject.toml); MUTATE_JOBS mutants run at a time, at low priority.
-MUTATE_MODULES ?= bruce.policy bruce.registry bruce.agent bruce.prompt bruce.channel
+MUTATE_MODULES ?= bruce.policy bruce.registry bruce.agent bruce.prompt bruce.channel bruce.grounding
 MODULE         ?= $(MUTATE_MODULES)
 MUTATE_JOBS    ?= 1
 

@@ -131,7 +131,7 @@ def split_text(text: str, limit: int) -> list[str]:
     text = text.strip() or "…"
     pieces: list[str] = []
     while len(text) > limit:
-        cut, skip = _cut(text[: limit + 1], limit)
+        cut, skip = _cut(text[: limit + 2], limit)  # room for a "\n\n" right after a full piece
         piece = text[:cut].rstrip()
         rest = text[cut + skip:]
         if not piece:  # only blanks before the cut: they are no piece, and no indentation either

@@ -44,6 +44,8 @@ _TOKEN_SHAPES = re.compile(
     r"|Bearer\s+[A-Za-z0-9._\-]{8,})"
 )
 MASK = "***"
+MAX_DEPTH = 64  # deeper values are cut: redaction must never raise RecursionError on what a tool returned
+TOO_DEEP = "[nested too deeply to record]"
 
 
 def _masked(value: str) -> str:
@@ -95,15 +97,17 @@ class Redactor:
         value = redact_urls(value)
         return _TOKEN_SHAPES.sub(MASK, value)
 
-    def value(self, value: Any, key: str | None = None) -> Any:
+    def value(self, value: Any, key: str | None = None, _depth: int = 0) -> Any:
         if key is not None and _SECRET_KEYS.search(key) and isinstance(value, str) and value:
             return MASK  # secrets are strings: a count such as max_tokens=50 stays readable
         if isinstance(value, str):
             return self.text(value)
+        if isinstance(value, (dict, list, tuple)) and _depth >= MAX_DEPTH:
+            return TOO_DEEP
         if isinstance(value, dict):
-            return {k: self.value(v, str(k)) for k, v in value.items()}
+            return {k: self.value(v, str(k), _depth + 1) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
-            return [self.value(v) for v in value]
+            return [self.value(v, None, _depth + 1) for v in value]
         return value
 
     def __call__(self, _logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:

@@ -79,7 +79,8 @@ def _shape_problems(contract: ToolContract) -> list[str]:
             problems.append(f"{label} is not a valid JSON Schema: {exc.message}")
     if contract.input_schema.get("type") != "object":
         problems.append("input_schema must describe an object")
-    if "dry_run" in contract.input_schema.get("properties", {}):
+    properties = contract.input_schema.get("properties")
+    if isinstance(properties, dict) and "dry_run" in properties:
         problems.append("input_schema must not define dry_run (the registry adds it)")
     if contract.idempotent and contract.idempotency_window_s <= 0:
         problems.append("an idempotent tool needs a positive idempotency_window_s")

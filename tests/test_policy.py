@@ -31,7 +31,7 @@ from bruce.config import ToolOverride
 from bruce.confirmations import Confirmations
 from bruce.contracts import Risk, ToolCall, ToolContract
 from bruce.errors import ConfigError, ContractError
-from bruce.policy import effective_policy
+from bruce.policy import Policy, effective_policy
 from bruce.registry import ToolRegistry
 from bruce.store import Store
 from bruce.turn import TurnScope, new_turn_id
@@ -212,8 +212,9 @@ async def test_a_contract_that_contradicts_its_risk_names_the_contradiction(worl
 async def test_refusals_say_why(world, clock):
     forbidden = effective_policy(contract("test.act", Risk.FORBIDDEN, autonomous=False))
     disabled = effective_policy(contract("test.act"), ToolOverride(enabled=False))
-    assert forbidden.refusal == "The tool test.act is forbidden."
-    assert disabled.refusal == "The tool test.act is disabled by the owner's configuration."
+    # refused outright, and on every other count as strict as a policy can be
+    assert forbidden == Policy(False, True, True, "The tool test.act is forbidden.")
+    assert disabled == Policy(False, True, True, "The tool test.act is disabled by the owner's configuration.")
     assert effective_policy(contract("test.act")).refusal is None
 
 

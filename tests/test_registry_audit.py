@@ -652,6 +652,47 @@ async def test_arguments_nested_too_deep_are_invalid_and_audited(app):
     assert (found["call_id"], found["status"]) == ("call_deep", "invalid_args")
 
 
+def nested(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth):
+        value = {"k": value}
+    return value
+
+
+async def test_a_deeply_nested_result_reaches_the_model_and_the_audit_keeps_its_top(app, fake_llm):
+    """A result JSON can hold (700 levels) but too deep to walk for secrets: the tool ran, so the
+    model is told it did, and the audit row keeps the first 64 levels instead of losing the row."""
+    async def deep(args, ctx):
+        return nested(700)
+
+    app.registry.register(contract("test.deep"), deep)
+    fake_llm.add(Step.tool_calls(("test_deep", {})), Step.text("Deep."))
+    await say(app, "deep")
+    told = json.loads(fake_llm.requests[-1]["messages"][-1]["content"])
+    assert told["ok"] is True and json.dumps(told["result"]).count('"k"') == 700
+    (found,) = await rows(app, "SELECT status, error, output FROM tool_executions")
+    assert (found["status"], found["error"]) == ("ok", None)
+    output = json.loads(found["output"])
+    assert json.dumps(output).count('"k"') == 64 and '"[nested too deeply to record]"' in found["output"]
+
+
+async def test_deeply_nested_arguments_a_loose_schema_accepts_are_audited(app):
+    seen = []
+
+    async def loose(args, ctx):
+        seen.append(args)
+        return {"fine": True}
+
+    app.registry.register(contract("test.loose", input_schema={"type": "object"}), loose)
+    await app.store.messages.ensure_conversation("test:c1", "test", "c1")
+    scope = TurnScope(new_turn_id(), "test:c1", "u1")
+    await app.store.messages.start_turn(scope.turn_id, "test:c1", source="chat", inbound_message_id=None)
+    result = await app.registry.execute(ToolCall("call_deep", "test_loose", json.dumps(nested(700))), scope)
+    assert (result.status, result.output, len(seen)) == ("ok", {"fine": True}, 1)
+    (found,) = await audit(app)
+    assert found["status"] == "ok" and "nested too deeply to record" in json.dumps(found["input"])
+
+
 # what the operator reads in the log -------------------------------------------------------------
 
 

@@ -59,6 +59,7 @@ def test_a_separator_is_used_only_if_it_keeps_half_the_limit():
 def test_a_limit_of_two_or_three_still_cuts_at_words():
     assert split_text("a b", 2) == ["a", "b"]
     assert split_text("ab c", 3) == ["ab", "c"]
+    assert split_text("a bc d", 3) == ["a", "bc", "d"]  # half of 3 is one character
 
 
 def test_a_paragraph_break_is_preferred_to_a_line_break_and_a_line_break_to_a_space():
@@ -88,6 +89,11 @@ def test_only_the_separator_at_a_cut_is_dropped_and_indentation_stays():
     assert split_text("aaaa\n\n  bbbb", 6) == ["aaaa", "  bbbb"]
     assert split_text("aaaa\n\n bbbb", 5) == ["aaaa", " bbbb"]
     assert split_text("aaaa  bbbb", 5) == ["aaaa", "bbbb"]  # spaces at a word boundary all go
+
+
+def test_every_space_at_a_word_boundary_goes_but_indentation_after_a_line_break_stays():
+    assert split_text("aaaa   bbbb", 5) == ["aaaa", "bbbb"]
+    assert split_text("aaaa  \n  bb", 5) == ["aaaa", "  bb"]
 
 
 def test_a_piece_may_start_with_any_character():
@@ -127,3 +133,7 @@ def test_a_word_that_ends_exactly_at_the_limit_is_not_split():
     assert split_text("hello world", 5) == ["hello", "world"]
     assert split_text("abcd efgh", 4) == ["abcd", "efgh"]
     assert split_text("ab cd", 2) == ["ab", "cd"]
+
+
+def test_a_paragraph_break_right_after_a_full_piece_is_used():
+    assert split_text("aaa\n\nbb\n\ncc", 7) == ["aaa\n\nbb", "cc"]
