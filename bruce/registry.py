@@ -116,9 +116,28 @@ def _json_text(value: Any) -> str:
         return json.dumps({"unserialisable": type(value).__name__, "error": str(exc)[:200]})
 
 
+MAX_NESTING = 100  # deeper arguments and results are refused whatever the stack depth left: no RecursionError later
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether lists/dicts nest deeper than ``limit``; iterative, so it cannot recurse itself."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list, tuple)):
+            if depth >= limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
 def _readable(output: Any, tool_name: str) -> Any:
     """The tool ran; if its result cannot be put into JSON for the model and the audit, say so
     instead of failing the turn (and never pretend the action did not happen)."""
+    if _too_deep(output, MAX_NESTING):
+        log.warning("tool.result_unserialisable", tool=tool_name, error="too_deep")
+        return {"result_unavailable": f"{tool_name} ran, but its result cannot be shown "
+                                      f"(nested more than {MAX_NESTING} levels)."}
     try:
         json.dumps(output, ensure_ascii=False, default=str)
     except (ValueError, TypeError, RecursionError, OverflowError) as exc:
@@ -301,6 +320,8 @@ class ToolRegistry:
             raise ToolInputInvalid(f"arguments are not valid JSON: {exc.msg} at position {exc.pos}") from None
         except RecursionError:
             raise ToolInputInvalid("arguments are nested too deeply") from None
+        if _too_deep(arguments, MAX_NESTING):
+            raise ToolInputInvalid(f"arguments are nested too deeply (more than {MAX_NESTING} levels)")
         problem = _schema_message(tool.validator, arguments)
         if problem:
             raise ToolInputInvalid(f"arguments do not match the schema of {tool.contract.wire_name}: {problem}")

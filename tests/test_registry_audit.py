@@ -659,24 +659,32 @@ def nested(depth: int) -> dict:
     return value
 
 
-async def test_a_deeply_nested_result_reaches_the_model_and_the_audit_keeps_its_top(app, fake_llm):
-    """A result JSON can hold (700 levels) but too deep to walk for secrets: the tool ran, so the
-    model is told it did, and the audit row keeps the first 64 levels instead of losing the row."""
+async def test_a_deeply_nested_result_is_reported_as_ran_but_not_shown(app, fake_llm):
+    """550 levels: JSON might hold it, or might not, depending on how deep the stack already is.
+    The tool ran, so the model is told it did, and the audit keeps the row; a result within the
+    ceiling (100 levels) is passed on whole and its audit row keeps the first 64 levels."""
     async def deep(args, ctx):
-        return nested(700)
+        return nested(550 if args.get("deep") else 90)
 
-    app.registry.register(contract("test.deep"), deep)
-    fake_llm.add(Step.tool_calls(("test_deep", {})), Step.text("Deep."))
+    app.registry.register(contract("test.deep", input_schema={"type": "object"}), deep)
+    fake_llm.add(Step.tool_calls(("test_deep", {"deep": True})), Step.text("Deep."),
+                 Step.tool_calls(("test_deep", {})), Step.text("Fine."))
     await say(app, "deep")
     told = json.loads(fake_llm.requests[-1]["messages"][-1]["content"])
-    assert told["ok"] is True and json.dumps(told["result"]).count('"k"') == 700
-    (found,) = await rows(app, "SELECT status, error, output FROM tool_executions")
-    assert (found["status"], found["error"]) == ("ok", None)
-    output = json.loads(found["output"])
-    assert json.dumps(output).count('"k"') == 64 and '"[nested too deeply to record]"' in found["output"]
+    assert told == {"ok": True, "result": {"result_unavailable": (
+        "test.deep ran, but its result cannot be shown (nested more than 100 levels).")}}
+    await say(app, "not so deep")
+    told = json.loads(fake_llm.requests[-1]["messages"][-1]["content"])
+    assert told["ok"] is True and json.dumps(told["result"]).count('"k"') == 90
+    found = await rows(app, "SELECT status, error, output FROM tool_executions ORDER BY id")
+    assert [(f["status"], f["error"]) for f in found] == [("ok", None), ("ok", None)]
+    assert "result cannot be shown" in found[0]["output"]
+    kept = found[1]["output"]
+    assert kept.count('"k"') == 64 and '"[nested too deeply to record]"' in kept
 
 
-async def test_deeply_nested_arguments_a_loose_schema_accepts_are_audited(app):
+@pytest.mark.parametrize("depth, status", [(99, "ok"), (101, "invalid_args")])
+async def test_arguments_a_loose_schema_accepts_are_refused_past_100_levels(app, depth, status):
     seen = []
 
     async def loose(args, ctx):
@@ -687,10 +695,14 @@ async def test_deeply_nested_arguments_a_loose_schema_accepts_are_audited(app):
     await app.store.messages.ensure_conversation("test:c1", "test", "c1")
     scope = TurnScope(new_turn_id(), "test:c1", "u1")
     await app.store.messages.start_turn(scope.turn_id, "test:c1", source="chat", inbound_message_id=None)
-    result = await app.registry.execute(ToolCall("call_deep", "test_loose", json.dumps(nested(700))), scope)
-    assert (result.status, result.output, len(seen)) == ("ok", {"fine": True}, 1)
+    result = await app.registry.execute(ToolCall("call_deep", "test_loose", json.dumps(nested(depth))), scope)
+    assert (result.status, len(seen)) == (status, 1 if status == "ok" else 0)
+    if status == "invalid_args":
+        assert result.error == "arguments are nested too deeply (more than 100 levels)"
     (found,) = await audit(app)
-    assert found["status"] == "ok" and "nested too deeply to record" in json.dumps(found["input"])
+    assert found["status"] == status
+    if status == "ok":  # the audit keeps the first 64 levels of what was asked
+        assert "nested too deeply to record" in json.dumps(found["input"])
 
 
 # what the operator reads in the log -------------------------------------------------------------
