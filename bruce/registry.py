@@ -134,16 +134,15 @@ def _too_deep(value: Any, limit: int) -> bool:
 def _readable(output: Any, tool_name: str) -> Any:
     """The tool ran; if its result cannot be put into JSON for the model and the audit, say so
     instead of failing the turn (and never pretend the action did not happen)."""
-    if _too_deep(output, MAX_NESTING):
-        log.warning("tool.result_unserialisable", tool=tool_name, error="too_deep")
-        return {"result_unavailable": f"{tool_name} ran, but its result cannot be shown "
-                                      f"(nested more than {MAX_NESTING} levels)."}
-    try:
+    try:  # first, so that a cycle is named as one rather than as endless nesting
         json.dumps(output, ensure_ascii=False, default=str)
+        if not _too_deep(output, MAX_NESTING):
+            return output
+        error, reason = "too_deep", f"nested more than {MAX_NESTING} levels"
     except (ValueError, TypeError, RecursionError, OverflowError) as exc:
-        log.warning("tool.result_unserialisable", tool=tool_name, error=type(exc).__name__)
-        return {"result_unavailable": f"{tool_name} ran, but its result cannot be shown ({str(exc)[:200]})."}
-    return output
+        error, reason = type(exc).__name__, str(exc)[:200]
+    log.warning("tool.result_unserialisable", tool=tool_name, error=error)
+    return {"result_unavailable": f"{tool_name} ran, but its result cannot be shown ({reason})."}
 
 
 def _with_dry_run(contract: ToolContract) -> dict[str, Any]:

@@ -683,6 +683,20 @@ async def test_a_deeply_nested_result_is_reported_as_ran_but_not_shown(app, fake
     assert kept.count('"k"') == 64 and '"[nested too deeply to record]"' in kept
 
 
+async def test_a_result_that_holds_itself_is_named_a_cycle(app, fake_llm):
+    async def cyclic(args, ctx):
+        loop: list = []
+        loop.append(loop)
+        return {"loop": loop}
+
+    app.registry.register(contract("test.cyclic"), cyclic)
+    fake_llm.add(Step.tool_calls(("test_cyclic", {})), Step.text("Odd."))
+    await say(app, "loop")
+    told = json.loads(fake_llm.requests[-1]["messages"][-1]["content"])
+    assert told["result"] == {"result_unavailable": "test.cyclic ran, but its result cannot be shown "
+                                                    "(Circular reference detected)."}
+
+
 @pytest.mark.parametrize("depth, status", [(99, "ok"), (101, "invalid_args")])
 async def test_arguments_a_loose_schema_accepts_are_refused_past_100_levels(app, depth, status):
     seen = []
