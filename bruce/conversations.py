@@ -14,7 +14,7 @@ import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from zoneinfo import ZoneInfo
 
 import structlog
@@ -26,6 +26,7 @@ from bruce.claims import CORRECTION_NOTE, unbacked_claims
 from bruce.clock import Clock, parse_iso
 from bruce.commands import Command
 from bruce.confirmations import Confirmations, Decision, PendingAction
+from bruce.contracts import ToolContract
 from bruce.errors import LLMError, LLMNotConfigured, StoreError
 from bruce.grounding import check_links, produced_urls
 from bruce.outbox import Outbox
@@ -48,7 +49,7 @@ from bruce.texts import (
 from bruce.turn import ToolFilter, TurnScope, new_turn_id
 from bruce.values import ConversationId, DecisionOutcome, MessageKind, TurnSource, TurnStatus
 
-__all__ = ["Conversations", "TurnSettings", "TurnOutcome"]
+__all__ = ["Conversations", "TurnSettings", "TurnOutcome", "TurnTools"]
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +59,12 @@ PROACTIVE_NOTE = (
     "This turn was started by a scheduled task, not by a message from the user. The task: {prompt}\n"
     "Do it now and write what the user should read. Nobody can approve actions during this turn."
 )
+
+
+class TurnTools(Tools, Protocol):
+    """The tools as a turn uses them: the loop's, plus the contracts offered (for the prompt)."""
+
+    def offered(self, scope: TurnScope | None = None) -> list[ToolContract]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +90,7 @@ class TurnOutcome:
 
 class Conversations:
     def __init__(
-        self, *, store: Store, llm: LLM, registry: Tools, clock: Clock, settings: TurnSettings,
+        self, *, store: Store, llm: LLM, registry: TurnTools, clock: Clock, settings: TurnSettings,
         channels: Mapping[str, Channel], confirmations: Confirmations, desk: ApprovalDesk, outbox: Outbox,
     ) -> None:
         self._store = store
@@ -249,6 +256,7 @@ class Conversations:
         system_prompt = build_system_prompt(
             system_prompt=s.system_prompt, name=s.name, summary=summary.summary if summary else None,
             now=self._clock.now(), zone=s.zone, previous_message_at=parse_iso(previous) if previous else None,
+            tools=self._registry.offered(scope),
         )
         history: list[dict[str, Any]] = list(await self.history(cid, inbound.id if inbound else None))
         if prompt is not None:

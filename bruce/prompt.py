@@ -3,14 +3,18 @@ joins them. Time comes in as an argument (from the injected clock), never from t
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
+
+from bruce.contracts import ToolContract
 
 __all__ = [
     "base_layer",
     "conversation_context",
     "temporal_context",
     "tool_execution_guidelines",
+    "DOMAIN_GUIDELINES",
     "build_system_prompt",
     "describe_gap",
 ]
@@ -70,28 +74,54 @@ def temporal_context(now: datetime, zone: ZoneInfo, previous_message_at: datetim
     return "<temporal_context>\n" + "\n".join(lines) + "\n</temporal_context>"
 
 
-_GUIDELINES = """\
-<tool_execution_guidelines>
+_GENERAL_GUIDELINES = """\
 Chaining: a request may need several tools in sequence. Call a tool, read its result, then
 decide the next call; calls that do not depend on each other may be made together. Stop
-calling tools once you can answer.
-Documents: when the user wants a document, page or report, write it as HTML and save it with
-artifact_save; share only the URL that the tool returns.
-Reminders and scheduled jobs: use execution mode "message" when the stored text is enough to
-send as it is ("remind me to call Ana"), and "agent" when the job must think or use tools
-when it fires ("every morning, summarize the weather").
+calling tools once you can answer."""
+
+_HONESTY_RULES = """\
 Honesty rules, strict:
-- Never say you saved, sent, scheduled, wrote or changed anything unless a tool call in this
+- Never say you saved, sent, wrote or changed anything unless a tool call in this
   conversation returned success for exactly that action.
+- Never promise to do something later unless a tool call in this conversation set it up.
 - Never write a URL or file path that no tool returned; never invent an artifact link.
 - If a tool fails, is denied, or awaits the user's approval, say so plainly; an action waiting
   for approval has NOT happened yet.
-- If you lack a tool for something, say you cannot do it rather than pretending.
-</tool_execution_guidelines>"""
+- If you lack a tool for something, say you cannot do it rather than pretending."""
+
+_NO_TOOLS = """\
+No tools are available in this turn: you cannot look anything up, save, send or change
+anything, or act later. Never say you did, and never invent a link to something you made;
+if the user asks for an action, say plainly that you cannot do it now."""
+
+DOMAIN_GUIDELINES: Mapping[str, str] = {
+    # shared by every tool of a domain, shown once when any of them is offered
+    "proactive": (
+        'Reminders and scheduled jobs: use execution mode "message" when the stored text is enough to\n'
+        'send as it is ("remind me to call Ana"), and "agent" when the job must think or use tools\n'
+        'when it fires ("every morning, summarize the weather").'
+    ),
+}
 
 
-def tool_execution_guidelines() -> str:
-    return _GUIDELINES
+def _tool_guidelines(tools: Iterable[ToolContract]) -> list[str]:
+    """Each offered domain's and tool's own guidance, once, in the order of the tool names."""
+    texts: list[str] = []
+    for contract in sorted({t.name: t for t in tools}.values(), key=lambda t: t.name):
+        domain = DOMAIN_GUIDELINES.get(contract.name.split(".", 1)[0], "")
+        texts += [text for text in (domain, contract.guideline.strip()) if text and text not in texts]
+    return texts
+
+
+def tool_execution_guidelines(tools: Iterable[ToolContract]) -> str:
+    """The rules for using tools, made only from the tools offered this turn (``tools``): the
+    general rules whenever there is one, each tool's ``guideline``, or a note that there are none."""
+    offered = list(tools)
+    if not offered:
+        body = _NO_TOOLS
+    else:
+        body = "\n".join([_GENERAL_GUIDELINES, *_tool_guidelines(offered), _HONESTY_RULES])
+    return f"<tool_execution_guidelines>\n{body}\n</tool_execution_guidelines>"
 
 
 def build_system_prompt(
@@ -102,12 +132,14 @@ def build_system_prompt(
     now: datetime,
     zone: ZoneInfo,
     previous_message_at: datetime | None,
+    tools: Iterable[ToolContract],
 ) -> str:
+    """The whole system prompt; ``tools``: the contracts the model is offered this turn."""
     return "\n\n".join(
         [
             base_layer(system_prompt, name=name),
             conversation_context(summary),
             temporal_context(now, zone, previous_message_at),
-            tool_execution_guidelines(),
+            tool_execution_guidelines(tools),
         ]
     )

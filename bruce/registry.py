@@ -82,6 +82,8 @@ def _shape_problems(contract: ToolContract) -> list[str]:
     properties = contract.input_schema.get("properties")
     if isinstance(properties, dict) and "dry_run" in properties:
         problems.append("input_schema must not define dry_run (the registry adds it)")
+    if not isinstance(contract.guideline, str) or contract.guideline != contract.guideline.strip():
+        problems.append("guideline must be text without leading or trailing whitespace")
     if contract.idempotent and contract.idempotency_window_s <= 0:
         problems.append("an idempotent tool needs a positive idempotency_window_s")
     return problems
@@ -223,6 +225,10 @@ class ToolRegistry:
         if scope is None:
             return True
         return scope.allows(tool.contract) and not (scope.unattended and tool.policy.needs_confirmation)
+
+    def offered(self, scope: TurnScope | None = None) -> list[ToolContract]:
+        """The contracts of the tools ``definitions`` shows the model, by name (for the prompt)."""
+        return [t.contract for t in self.tools() if self._offered(t, scope)]
 
     def definitions(self, scope: TurnScope | None = None) -> list[dict[str, Any]]:
         """What the model is shown: every visible tool (that ``scope`` allows; an unattended turn

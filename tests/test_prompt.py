@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from bruce.config import parse_config
 from bruce.prompt import (
     base_layer,
     build_system_prompt,
@@ -15,9 +16,11 @@ from bruce.prompt import (
     temporal_context,
     tool_execution_guidelines,
 )
+from tools.builtin import builtin_tools
 
 SAO_PAULO = ZoneInfo("America/Sao_Paulo")
 NOW = datetime(2026, 12, 2, 12, 34, tzinfo=UTC)  # Wednesday 09:34 in São Paulo (UTC-3)
+BUILTIN = [contract for contract, _ in builtin_tools(parse_config({}, environ={}), store=None)]
 
 
 def test_base_layer_fills_in_the_name():
@@ -66,16 +69,18 @@ def test_describe_gap(gap, text):
 
 
 def test_tool_guidelines_cover_the_rules():
-    text = tool_execution_guidelines()
+    text = tool_execution_guidelines(BUILTIN)
     assert text.startswith("<tool_execution_guidelines>") and text.endswith("</tool_execution_guidelines>")
-    for must in ("artifact_save", '"message"', '"agent"', "Never say you saved", "Never write a URL", "NOT happened"):
+    for must in ("artifact_save", "Never say you saved", "Never write a URL", "NOT happened"):
         assert must in text
+    # scheduling modes come with scheduling tools only (tests/test_prompt_guidelines.py)
+    assert '"message"' not in text and '"agent"' not in text
 
 
 def test_build_system_prompt_orders_the_four_layers():
     prompt = build_system_prompt(
         system_prompt="You are {name}.", name="Bruce", summary="likes tea", now=NOW, zone=SAO_PAULO,
-        previous_message_at=None,
+        previous_message_at=None, tools=BUILTIN,
     )
     positions = [prompt.index(m) for m in ("You are Bruce.", "<conversation_context>", "<temporal_context>",
                                             "<tool_execution_guidelines>")]

@@ -100,6 +100,10 @@ ARTIFACT_SAVE = ToolContract(
     audit_event="artifact.saved",
     failure_modes=("invalid_args", "too_large", "io_error"),
     timeout_s=15.0,
+    guideline=(
+        "Documents: when the user wants a document, page or report, write it as HTML and save it with "
+        "artifact_save; share only the URL that the tool returns."
+    ),
 )
 
 

@@ -80,6 +80,7 @@ MATH_CALCULATE = ToolContract(
     # the evaluation itself is limited to EVAL_TIME_LIMIT_S in the worker; this also covers
     # starting the worker process on the first call
     timeout_s=5.0,
+    guideline="Arithmetic: compute numbers with math_calculate rather than in your head, and report its result.",
 )
 
 

@@ -42,6 +42,10 @@ CLOCK_NOW = ToolContract(
     audit_event="clock.read",
     failure_modes=("invalid_args",),
     timeout_s=2.0,
+    guideline=(
+        "Time: the current date and time are in <temporal_context>; use clock_now for another timezone "
+        "or a fresh reading."
+    ),
 )
 
 

@@ -211,6 +211,10 @@ FILES_WRITE = ToolContract(
     failure_modes=("invalid_args", "path_not_allowed", "extension_not_allowed", "too_large", "not_text",
                    "preview_too_long", "io_error"),
     timeout_s=10.0,
+    guideline=(
+        "Notes: use files_write only when the user wants something kept in their notes folder. Each write "
+        "waits for the user's approval of its diff: until a tool result says it was written, say it is waiting."
+    ),
 )
 
 

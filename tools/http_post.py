@@ -170,6 +170,10 @@ HTTP_POST = ToolContract(
     audit_event="http.posted",
     failure_modes=("invalid_args", "url_not_allowed", "too_large", "http_error", "timeout", "connection_error"),
     timeout_s=DEFAULT_TIMEOUT_S + 5.0,
+    guideline=(
+        "Posts: use http_post only when the user asks to send something to one of the configured URLs. Every "
+        "post waits for the owner's approval on the machine where Bruce runs: nothing is sent before that."
+    ),
 )
 
 
