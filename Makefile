@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-CONFIG ?= config.yml
+CONFIG ?= $(or $(BRUCE_CONFIG),config.yml)
 
 .PHONY: run test install install-test bench clean mutate
 

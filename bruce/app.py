@@ -7,6 +7,7 @@ section with no factory is reported, not silently ignored.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import os
 from collections.abc import Callable, Mapping
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import structlog
 
 from bruce.approvals import ApprovalDesk
-from bruce.channel import Channel
+from bruce.channel import Channel, LocalDecision
 from bruce.clock import Clock, SystemClock
 from bruce.config import ChannelSection, Config
 from bruce.confirmations import Confirmations
@@ -34,8 +35,9 @@ from bruce.worker import Worker, WorkerSettings
 
 if TYPE_CHECKING:
     from channels.console import ConsoleChannel
+    from channels.console_socket import SocketConsole
 
-__all__ = ["App", "build_app", "CHANNEL_FACTORIES", "console_channel", "tool_set"]
+__all__ = ["App", "build_app", "CHANNEL_FACTORIES", "console_channel", "socket_console", "attach_console", "decide_on_daemon", "tool_set"]
 
 log = structlog.get_logger(__name__)
 
@@ -59,6 +61,27 @@ def console_channel(config: Config, clock: Clock) -> ConsoleChannel:
     from channels.console import ConsoleChannel
 
     return ConsoleChannel(clock=clock, assistant_name=config.assistant.name)
+
+
+def socket_console(config: Config, clock: Clock) -> SocketConsole:
+    """The daemon's console channel: ``bruce chat`` and ``bruce approve`` attach to it."""
+    from channels.console_socket import SocketConsole
+
+    return SocketConsole(path=config.console.socket_path, clock=clock, assistant_name=config.assistant.name)
+
+
+async def attach_console(config: Config, console: ConsoleChannel, stop: asyncio.Event) -> int | None:
+    """``bruce chat`` through the running daemon's console socket; None when no daemon answers."""
+    from channels.console_socket import attach
+
+    return await attach(config.console.socket_path, console, stop)
+
+
+async def decide_on_daemon(config: Config, confirmation_id: str, approve: bool) -> LocalDecision | None:
+    """``bruce approve`` / ``deny`` delivered to the running daemon; None when no daemon answers."""
+    from channels.console_socket import decide_over_socket
+
+    return await decide_over_socket(config.console.socket_path, confirmation_id, approve)
 
 
 def tool_set(config: Config, store: Store | None) -> list[tuple[ToolContract, ToolHandler]]:
@@ -107,7 +130,9 @@ class App:
                 notes.append(f"channels.{name}.enabled is true, but this version of Bruce has no {name} adapter; "
                              "that channel stays off.")
         if not any(n != "console" for n in self.channels):
-            notes.append("No chat channel is running; `bruce chat` talks to Bruce in this terminal.")
+            via = getattr(self.channels.get("console"), "path", None)
+            notes.append("No chat platform is enabled; talk to Bruce with `bruce chat` in another terminal"
+                         + (f" (it attaches to {via})." if via else "."))
         return notes
 
     async def start(self) -> None:
@@ -118,7 +143,8 @@ class App:
         left_over = await self.store.messages.max_id()
         for channel in self.channels.values():
             await channel.start(self.worker)
-        log.info("app.started", channels=sorted(self.channels), model=self.config.llm.model)
+        log.info("app.started", channels=sorted(self.channels), model=self.config.llm.model,
+                 timezone=self.config.assistant.timezone)
         for note in self.warnings():
             log.warning("app.setup_incomplete", hint=note)
         await self.worker.recover(up_to_id=left_over)

@@ -31,6 +31,8 @@ __all__ = [
     "ConfirmationRequest",
     "DecisionReport",
     "Inbound",
+    "LocalDecision",
+    "LocalInbound",
     "Channel",
     "ProgressChannel",
     "ChannelSendError",
@@ -89,6 +91,26 @@ class Inbound(Protocol):
     async def deliver(self, message: IncomingMessage) -> Awaitable[None] | None: ...
 
     async def decide(self, conversation_id: str, user_id: str, confirmation_id: str, approve: bool) -> DecisionReport: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LocalDecision:
+    """What the owner's decision from the machine (``bruce approve`` / ``deny``) did."""
+
+    outcome: DecisionOutcome
+    tool_name: str | None = None
+    conversation_id: str | None = None
+    status: str | None = None  # the request's state when it was already handled
+    runs_here: bool = False  # approved, and this daemon serves its conversation: it runs now
+
+
+class LocalInbound(Inbound, Protocol):
+    """The doors only a channel on the owner's machine may use (the console socket, whose
+    path only the owner can open): the step-up decision, and sending what waited for them."""
+
+    async def decide_locally(self, confirmation_id: str, approve: bool) -> LocalDecision: ...
+
+    async def resend(self, conversation_id: str) -> None: ...
 
 
 @runtime_checkable

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from bruce.channel import LocalDecision
 from bruce.config import Config, default_config_path, load_config, unknown_overrides
 from bruce.errors import BruceError, ConfigError, ContractError
 from bruce.log import Redactor, configure_logging
@@ -127,10 +128,12 @@ async def _shut_down(app: App, signals: _Signals) -> int:
 
 
 async def _serve(config: Config, redactor: Redactor) -> int:
-    from bruce.app import build_app
+    from bruce.app import build_app, socket_console
+    from bruce.clock import SystemClock
 
     signals = _Signals(asyncio.get_running_loop())  # before anything starts: no signal is lost
-    app = await build_app(config, redactor=redactor)
+    clock = SystemClock()
+    app = await build_app(config, clock=clock, redactor=redactor, extra_channels=[socket_console(config, clock)])
     try:
         await app.start()
         await app.llm.warm_up()
@@ -143,11 +146,16 @@ async def _serve(config: Config, redactor: Redactor) -> int:
 
 
 async def _chat(config: Config, redactor: Redactor) -> int:
-    from bruce.app import build_app, console_channel
+    from bruce.app import attach_console, build_app, console_channel
     from bruce.clock import SystemClock
 
     signals = _Signals(asyncio.get_running_loop())
     clock = SystemClock()
+    attached = await attach_console(config, console_channel(config, clock), signals.stop)
+    if attached is not None:
+        return attached
+    print(f"bruce: no daemon answers at {config.console.socket_path}; chatting in this process "
+          "(start `bruce run` to share one Bruce between terminals and platforms)", file=sys.stderr)
     console = console_channel(config, clock)
     app = await build_app(config, clock=clock, redactor=redactor, extra_channels=[console])
     try:
@@ -215,33 +223,68 @@ def _print_tools(config: Config, name: str | None) -> int:
     return 0
 
 
-async def _decide_locally(config: Config, confirmation_id: str, approve: bool) -> int:
+async def _decide_locally(config: Config, confirmation_id: str, approve: bool, config_path: Path | None = None) -> int:
+    """``bruce approve`` / ``deny``: delivered to the running daemon over its console socket (it
+    runs the action at once); with no daemon, written to the database, where the daemon serving
+    the conversation picks it up within ``tools.approval_poll_s`` of starting."""
+    from bruce.app import decide_on_daemon
+
+    decision = await decide_on_daemon(config, confirmation_id.lower(), approve)
+    if decision is None:
+        decision = await _decide_in_database(config, confirmation_id, approve, config_path)
+        if decision is None:
+            return 1
+    ok, text = _decision_line(config, confirmation_id, decision)
+    print(text, file=sys.stdout if ok else sys.stderr)
+    return 0 if ok else 1
+
+
+async def _decide_in_database(config: Config, confirmation_id: str, approve: bool,
+                              config_path: Path | None) -> LocalDecision | None:
     from bruce.clock import SystemClock
     from bruce.confirmations import Confirmations
+    from bruce.errors import StoreError
     from bruce.store import Store
-    from bruce.values import ConversationId, DecisionOutcome
 
     clock = SystemClock()
-    store = await Store.open(config.storage.path, clock)
+    try:
+        store = await Store.open(config.storage.path, clock, create=False)  # never a new, empty database
+    except StoreError as exc:
+        if config.storage.path.exists():
+            raise
+        print(f"bruce: {exc} (storage.path in {config_path or 'the config'}); start Bruce once with `bruce run`, "
+              "or pass --config with the config file the daemon uses", file=sys.stderr)
+        return None
     try:
         decision = await Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s).decide_locally(
             confirmation_id.lower(), approve=approve)
     finally:
         await store.close()
     action = decision.action
+    if action is None:
+        return LocalDecision(decision.outcome)
+    return LocalDecision(decision.outcome, action.tool_name, action.conversation_id, str(action.status))
+
+
+def _decision_line(config: Config, confirmation_id: str, decision: LocalDecision) -> tuple[bool, str]:
+    """What the owner is told, and whether the decision took effect."""
+    from bruce.values import ConversationId, DecisionOutcome
+
+    tool = decision.tool_name or ""
+    channel = ConversationId.parse(decision.conversation_id).channel if decision.conversation_id else "that"
+    if decision.outcome is DecisionOutcome.QUEUED and decision.runs_here:
+        return True, f"approved: {tool} runs now in the running Bruce; the user is told the outcome"
     messages = {
-        DecisionOutcome.QUEUED: f"approved: {action.tool_name if action else ''} runs within "
-                        f"{config.tools.approval_poll_s:g}s once the Bruce process serving "
-                        f"{ConversationId.parse(action.conversation_id).channel if action else 'that'} conversations is running "
-                        "(or expires if none picks it up in time); the user is told the outcome",
-        DecisionOutcome.DENIED: f"denied: {action.tool_name if action else ''} will not run",
+        DecisionOutcome.QUEUED: f"approved: {tool} runs within {config.tools.approval_poll_s:g}s once the Bruce "
+                                f"process serving {channel} conversations is running (or expires if none picks it "
+                                "up in time); the user is told the outcome",
+        DecisionOutcome.DENIED: f"denied: {tool} will not run",
         DecisionOutcome.NOT_FOUND: f"no request {confirmation_id}",
         DecisionOutcome.EXPIRED: f"request {confirmation_id} has expired; nothing will run",
-        DecisionOutcome.ALREADY_DECIDED: f"request {confirmation_id} was already handled ({action.status if action else ''})",
+        DecisionOutcome.ALREADY_DECIDED: f"request {confirmation_id} was already handled ({decision.status or ''})",
     }
     ok = decision.outcome in (DecisionOutcome.QUEUED, DecisionOutcome.DENIED)
-    print(messages.get(decision.outcome, decision.outcome.value), file=sys.stdout if ok else sys.stderr)
-    return 0 if ok else 1
+    return ok, messages.get(decision.outcome, decision.outcome.value)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -266,7 +309,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _print_tools(config, getattr(args, "name", None))
     if args.command in ("approve", "deny"):
         try:
-            return asyncio.run(_decide_locally(config, args.id, args.command == "approve"))
+            return asyncio.run(_decide_locally(config, args.id, args.command == "approve",
+                                               (args.config or default_config_path()).resolve()))
         except BruceError as exc:
             print(f"bruce: {exc}", file=sys.stderr)
             return 1

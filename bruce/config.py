@@ -9,6 +9,10 @@ trace or be silently ignored: duplicate keys, nesting deeper than ``MAX_DEPTH``,
 ``MAX_NODES`` values, and an alias that refers to itself; each refusal names the key path
 and the line. What needs the tool contracts (``tools.overrides`` naming a tool that does not
 exist) is checked by ``unknown_overrides`` against the contract names.
+
+Relative paths (``storage.path``, ``tools.artifacts.dir``, ``tools.files.notes_dir``,
+``console.socket_path``) resolve against the config file's folder, never the current directory.
+``assistant.timezone`` defaults to this machine's zone (``local_zone_name``: TZ, /etc/localtime, UTC).
 """
 
 from __future__ import annotations
@@ -49,10 +53,12 @@ __all__ = [
     "ToolsConfig",
     "ToolOverride",
     "LoggingConfig",
+    "ConsoleConfig",
     "load_config",
     "parse_config",
     "parse_yaml",
     "default_config_path",
+    "local_zone_name",
     "unknown_overrides",
     "MAX_MESSAGE_CHARS",
 ]
@@ -73,9 +79,49 @@ def _blank_to_none(value: Any) -> Any:
     return None if isinstance(value, str) and not value.strip() else value
 
 
+def _is_zone(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder ("Europe"), a name too long
+        return False
+    return True
+
+
+_ZONE_PREFIXES = ("posix/", "right/")  # tzdata's copies of every zone, the same zone by another name
+
+
+def _zone_in_link(target: str) -> str | None:
+    """The zone a link to ``.../zoneinfo/Area/City`` names, or None."""
+    _, found, name = target.rpartition("/zoneinfo/")
+    if not found:
+        return None
+    for prefix in _ZONE_PREFIXES:
+        name = name.removeprefix(prefix)
+    return name if _is_zone(name) else None
+
+
+def local_zone_name(environ: Mapping[str, str] | None = None, localtime: Path = Path("/etc/localtime")) -> str:
+    """This machine's IANA zone: ``TZ`` (a leading ':' stripped, as glibc allows) when it names
+    one, then the zone ``localtime``'s symlink points at, then UTC. Read here rather than with
+    tzlocal: two lookups need no dependency, and a bad value falls back instead of failing."""
+    environ = os.environ if environ is None else environ
+    tz = environ.get("TZ", "").removeprefix(":")
+    if tz and _is_zone(tz):
+        return tz
+    try:
+        targets = [os.readlink(localtime), os.path.realpath(localtime)]  # the link itself, then its end
+    except (OSError, ValueError):  # not a link (a copied file), missing
+        return "UTC"
+    for target in targets:
+        name = _zone_in_link(target)
+        if name:
+            return name
+    return "UTC"
+
+
 class AssistantConfig(_Model):
     name: str = Field("Bruce", min_length=1)
-    timezone: str = "America/Sao_Paulo"
+    timezone: str = Field(default_factory=local_zone_name)  # parse_config fills it from its environ
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     max_turns: int = Field(5, ge=1, le=50)
     history_limit: int = Field(15, ge=2, le=500)
@@ -87,10 +133,8 @@ class AssistantConfig(_Model):
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(f"unknown IANA timezone {value!r}") from exc
+        if not _is_zone(value):
+            raise ValueError(f"unknown IANA timezone {value!r}")
         return value
 
     @property
@@ -311,14 +355,37 @@ class LoggingConfig(_Model):
     format: Literal["auto", "json", "console"] = "auto"
 
 
+class ConsoleConfig(_Model):
+    socket_path: Path = Path("data/bruce.sock")  # the daemon's local console socket (mode 0600)
+
+
 class Config(_Model):
-    assistant: AssistantConfig = AssistantConfig()
+    assistant: AssistantConfig = Field(default_factory=AssistantConfig)  # the zone is read when it is made
     llm: LLMConfig = LLMConfig()
     storage: StorageConfig = StorageConfig()
     channels: ChannelsConfig = ChannelsConfig()
     admin: AdminConfig = AdminConfig()
     tools: ToolsConfig = ToolsConfig()
     logging: LoggingConfig = LoggingConfig()
+    console: ConsoleConfig = ConsoleConfig()
+
+    def anchored(self, base_dir: Path) -> Config:
+        """This config with each relative path (``storage.path``, ``tools.artifacts.dir``,
+        ``tools.files.notes_dir``, ``console.socket_path``) under ``base_dir``; absolute paths
+        are kept and ``~`` is expanded."""
+        def at(path: Path) -> Path:
+            path = path.expanduser()
+            return path if path.is_absolute() else base_dir / path
+
+        tools = self.tools
+        return self.model_copy(update={
+            "storage": self.storage.model_copy(update={"path": at(self.storage.path)}),
+            "tools": tools.model_copy(update={
+                "artifacts": tools.artifacts.model_copy(update={"dir": at(tools.artifacts.dir)}),
+                "files": tools.files.model_copy(update={"notes_dir": at(tools.files.notes_dir)}),
+            }),
+            "console": self.console.model_copy(update={"socket_path": at(self.console.socket_path)}),
+        })
 
     def secrets(self) -> list[str]:
         """Every secret value in this config, for the log redactor."""
@@ -338,7 +405,7 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 def _expand(value: Any, environ: Mapping[str, str]) -> Any:
     if isinstance(value, str):
-        return _VAR.sub(lambda m: environ.get(m.group(1), m.group(2) or ""), value)
+        return _VAR.sub(lambda m: environ.get(m.group(1)) or m.group(2) or "", value)  # empty: the default
     if isinstance(value, list):
         return [_expand(v, environ) for v in value]
     if isinstance(value, dict):
@@ -401,14 +468,25 @@ def _is_secret_path(error: Any) -> bool:
     return any(str(p) in ("api_key", "token") for p in error["loc"])
 
 
-def parse_config(data: Any, *, source: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
+def _with_local_zone(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """``data`` with ``assistant.timezone`` set to this machine's zone (from ``environ``'s TZ)
+    when it is absent or empty."""
+    assistant = data.get("assistant", {})
+    if not isinstance(assistant, dict) or _blank_to_none(assistant.get("timezone")) is not None:
+        return data  # set, or not a mapping (which validation reports)
+    return {**data, "assistant": {**assistant, "timezone": local_zone_name(environ)}}
+
+
+def parse_config(data: Any, *, source: str | None = None, environ: Mapping[str, str] | None = None,
+                 base_dir: Path | None = None) -> Config:
+    """Validate ``data``; relative paths are resolved against ``base_dir`` (None: kept as given)."""
     environ = os.environ if environ is None else environ
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError("<root>: must be a mapping of keys", source=source)
     try:
-        return Config.model_validate(_expand(data, environ))
+        config = Config.model_validate(_with_local_zone(_expand(data, environ), environ))
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
@@ -416,6 +494,7 @@ def parse_config(data: Any, *, source: str | None = None, environ: Mapping[str, 
                 error = {**error, "input": "<redacted>"}
             problems.append(_describe(error))
         raise ConfigError(sorted(set(problems)), source=source) from None
+    return config if base_dir is None else config.anchored(base_dir)
 
 
 def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -578,4 +657,4 @@ def load_config(path: Path | str | None = None, environ: Mapping[str, str] | Non
         data = parse_yaml(_decode(raw))
     except ConfigError as exc:
         raise ConfigError(exc.problems, source=str(path)) from None
-    return parse_config(data, source=str(path), environ=environ)
+    return parse_config(data, source=str(path), environ=environ, base_dir=path.resolve().parent)

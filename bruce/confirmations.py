@@ -122,6 +122,19 @@ class Confirmations:
             return await self._why_not(action)
         return Decision(DecisionOutcome.QUEUED if approve else DecisionOutcome.DENIED, action)
 
+    async def expire_late(self, channels: Collection[str]) -> list[PendingAction]:
+        """Locally approved requests of conversations on ``channels`` that no process picked up
+        within the request's lifetime (the daemon was down): expired, never run late. Returned
+        so that the user can be told."""
+        expired = []
+        now = self._clock.now()
+        for row in await self._store.confirmations.with_status(_S.APPROVED):
+            decided = parse_iso(row.decided_at) if row.decided_at else now
+            if _on(row, channels) and now - decided > self._ttl and await self._store.confirmations.move(
+                    row.id, from_status=_S.APPROVED, to_status=_S.EXPIRED):
+                expired.append(replace(PendingAction.from_record(row), status=_S.EXPIRED))
+        return expired
+
     async def claim_queued(self, channels: Collection[str]) -> list[PendingAction]:
         """Take locally approved requests of conversations on ``channels`` for running (each is
         returned to one caller only; another process serving other channels leaves them be).

@@ -29,6 +29,7 @@ __all__ = [
     "command_usage",
     "decision_text",
     "action_outcome",
+    "approval_arrived_late",
     "llm_not_configured",
     "claim_note",
 ]
@@ -128,6 +129,12 @@ def action_outcome(confirmation_id: str, tool_name: str, ok: bool, error: str | 
     if ok:
         return f"Done: {tool_name} ran (request {confirmation_id})."
     return f"{tool_name} did not succeed (request {confirmation_id}): {error}"
+
+
+def approval_arrived_late(confirmation_id: str, tool_name: str) -> str:
+    """A local approval nobody picked up before the request expired (the daemon was down)."""
+    return (f"Your approval of request {confirmation_id} ({tool_name}) was not picked up before the request "
+            "expired, so nothing was run. Ask again if you still want it.")
 
 
 def llm_not_configured(model: str, env: str) -> str:

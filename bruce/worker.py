@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import structlog
 
 from bruce.agent import LLM
-from bruce.channel import DecisionReport, IncomingMessage
+from bruce.channel import DecisionReport, IncomingMessage, LocalDecision
 from bruce.clock import Clock, utc_iso
 from bruce.commands import parse_command
 from bruce.confirmations import Confirmations, PendingAction
@@ -28,7 +28,7 @@ from bruce.outbox import Outbox
 from bruce.recovery import Recovery
 from bruce.store import Store
 from bruce.summarizer import fold_history
-from bruce.texts import decision_text, message_too_long
+from bruce.texts import approval_arrived_late, decision_text, message_too_long
 from bruce.turn import ToolFilter
 from bruce.values import ConversationId, DecisionOutcome, MessageKind, MessageStatus, TurnSource
 
@@ -70,6 +70,7 @@ class Worker:
         self._loops: list[asyncio.Task[None]] = []
         self._background: dict[str, asyncio.Task[bool]] = {}
         self._accepting = True
+        self._approvals_due = asyncio.Event()  # a local approval arrived: claim it now, not at the next poll
 
     # inbound ---------------------------------------------------------------------------
 
@@ -124,6 +125,25 @@ class Worker:
         elif report.outcome is DecisionOutcome.DENIED:
             self._spawn(self._outbox.flush(conversation_id), f"outbox:{conversation_id}")
         return report
+
+    async def decide_locally(self, confirmation_id: str, approve: bool) -> LocalDecision:
+        """The owner's decision from the machine (``bruce approve`` over the console socket):
+        the same decision as from the database (``Confirmations.decide_locally``), run at once
+        when this process serves the request's conversation."""
+        decision = await self._confirmations.decide_locally(confirmation_id.lower(), approve=approve)
+        action = decision.action
+        if action is None:
+            return LocalDecision(decision.outcome)
+        runs_here = (decision.outcome is DecisionOutcome.QUEUED
+                     and ConversationId.parse(action.conversation_id).channel in self._served)
+        if runs_here:
+            self._approvals_due.set()
+        log.info("confirmation.decided_locally", confirmation=action.id, outcome=str(decision.outcome))
+        return LocalDecision(decision.outcome, action.tool_name, action.conversation_id, str(action.status), runs_here)
+
+    async def resend(self, conversation_id: str) -> None:
+        """Send what is stored and unsent for the conversation (a terminal attached again)."""
+        self._spawn(self._outbox.flush(conversation_id), f"outbox:{conversation_id}")
 
     # the scheduler's doors -------------------------------------------------------------
 
@@ -202,11 +222,19 @@ class Worker:
         """Run what the owner approved on the machine (``bruce approve``)."""
         while True:
             try:
+                for late in await self._confirmations.expire_late(self._served.keys()):
+                    log.info("confirmation.expired_before_running", confirmation=late.id)
+                    await self._outbox.post(late.conversation_id, approval_arrived_late(late.id, late.tool_name),
+                                            kind=MessageKind.NOTICE)
                 for action in await self._confirmations.claim_queued(self._served.keys()):
                     self._spawn(self._run_approved(action, action.user_id), f"approved:{action.id}")
             except Exception:
                 log.exception("approvals.watch_failed")
-            await asyncio.sleep(self._settings.approval_poll_s)
+            try:
+                await asyncio.wait_for(self._approvals_due.wait(), self._settings.approval_poll_s)
+            except TimeoutError:
+                pass
+            self._approvals_due.clear()
 
     async def _resend_unsent(self) -> None:
         while True:

@@ -153,6 +153,17 @@ class ConsoleChannel:
         """One line for the user about the session itself (not a reply): with the step lines."""
         self._print_step(text)
 
+    notice = _notice
+
+    def show(self, event: ProgressEvent) -> None:
+        """A step of the turn in flight: a line per finished tool; "thinking" at a terminal."""
+        match event:
+            case Thinking() if self._interactive:
+                self._stdout.write("(thinking…)\r")
+                self._stdout.flush()
+            case ToolFinished(tool=tool, status=status):
+                self._print_step(f"  · {visible(tool)}: {visible(str(status))}")
+
     async def send_text(self, chat_id: str, text: str) -> None:
         self._print(f"{self._name}> {visible(text)}")
 
@@ -393,9 +404,4 @@ class _StepLines:
         self._console = console
 
     async def emit(self, event: ProgressEvent) -> None:
-        match event:
-            case Thinking() if self._console._interactive:
-                self._console._stdout.write("(thinking…)\r")
-                self._console._stdout.flush()
-            case ToolFinished(tool=tool, status=status):
-                self._console._print_step(f"  · {visible(tool)}: {visible(str(status))}")
+        self._console.show(event)

@@ -38,6 +38,7 @@ def make_config(tmp_path: Path, fake_llm: FakeLLMServer) -> Callable[..., Config
 
     def make(**sections: dict[str, Any]) -> Config:
         data: dict[str, Any] = {
+            "assistant": {"timezone": "America/Sao_Paulo"},  # fixed: the default is the machine's zone
             "llm": {"model": "openai/primary", "api_base": fake_llm.base_url, "api_key": "sk-test-key-123456",
                     "num_retries": 2, "retry_backoff_s": 0, "timeout_s": 5},
             "storage": {"path": str(tmp_path / "bruce.db")},

@@ -72,7 +72,8 @@ async def test_run_starts_without_keys_says_what_is_missing_and_stops_on_sigterm
     config.write_text(config.read_text() + "channels: {telegram: {enabled: true}}\n")
     proc = await asyncio.create_subprocess_exec(
         *BRUCE, "--config", str(config), "run",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=clean_env(), cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**clean_env(), "TZ": "Asia/Kathmandu"},
+        cwd=tmp_path,
     )
     try:
         events: list[dict] = []
@@ -97,6 +98,8 @@ async def test_run_starts_without_keys_says_what_is_missing_and_stops_on_sigterm
                for h in hints)
     assert "llm.ready" in [e["event"] for e in events]  # litellm was imported off the loop at start
     assert events[-1]["event"] == "app.stopped"
+    (started,) = [e for e in events if e["event"] == "app.started"]
+    assert started["timezone"] == "Asia/Kathmandu"  # the machine's zone (TZ), as no config sets one
 
 
 # --- hardening: config errors end the process, signals drain the chat ---------------------------
@@ -185,6 +188,7 @@ async def test_chat_drains_the_turn_in_flight_on_a_signal(tmp_path, fake_llm, si
             await proc.wait()
     assert proc.returncode == 0, err.decode()
     assert "Ctrl-C again" in err.decode()  # the signal arrived while the turn was running
+    assert "never awaited" not in err.decode() and "Traceback" not in err.decode()
     assert out.decode().splitlines() == ["Bruce> Still here, as promised."]
     db = tmp_path / "bruce.db"
     assert [(m["direction"], m["status"]) for m in db_rows(db, "SELECT direction, status FROM messages ORDER BY id")] == [
@@ -233,3 +237,68 @@ async def test_chat_survives_bytes_that_are_not_utf8(tmp_path, fake_llm):
     assert out.decode().splitlines() == ["Bruce> first", "Bruce> second"]
     texts = [m["text"] for m in db_rows(tmp_path / "bruce.db", "SELECT text FROM messages WHERE direction='in' ORDER BY id")]
     assert texts == ["caf\ufffd \ufffd please", "and then"]
+
+
+# --- `bruce approve` / `bruce deny` find the database next to the config (issue 8) ---------------
+
+def pending_request(db: Path) -> str:
+    """A database with one pending files.write request, made the way the daemon makes it; its id."""
+    from bruce.clock import SystemClock
+    from bruce.confirmations import Confirmations
+    from bruce.store import Store
+    from tools.files import files_write_tool
+
+    async def make() -> str:
+        clock = SystemClock()  # `bruce approve` reads the real clock
+        store = await Store.open(db, clock)
+        try:
+            await store.messages.ensure_conversation("test:c1", "test", "c1")
+            contract, _ = files_write_tool(notes_dir=db.parent / "notes")
+            request = await Confirmations(store, clock).request(
+                contract, {"path": "a.md", "content": "x"}, conversation_id="test:c1", user_id="u1",
+                turn_id=None, call_id=None, preview=None, step_up=True)
+        finally:
+            await store.close()
+        return request.id
+
+    return asyncio.run(make())
+
+
+@pytest.fixture
+def elsewhere(tmp_path, monkeypatch) -> Path:
+    """The cwd is a folder that is not the config's; no BRUCE_CONFIG."""
+    monkeypatch.delenv("BRUCE_CONFIG", raising=False)
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    return cwd
+
+
+def test_approve_reaches_the_database_next_to_the_config_from_another_folder(tmp_path, elsewhere, capsys):
+    from bruce.cli import main
+
+    etc = tmp_path / "etc"
+    (etc / "data").mkdir(parents=True)
+    (etc / "config.yml").write_text("storage: {path: data/bruce.db}\n")
+    cid = pending_request(etc / "data" / "bruce.db")
+    assert main(["--config", str(etc / "config.yml"), "approve", cid.upper()]) == 0
+    assert "approved: files.write runs within 2s" in capsys.readouterr().out
+    (row,) = db_rows(etc / "data" / "bruce.db", "SELECT id, status, decided_via FROM pending_confirmations")
+    assert row == {"id": cid, "status": "approved", "decided_via": "cli"}
+    assert list(elsewhere.iterdir()) == []  # nothing was made in the cwd
+
+
+@pytest.mark.parametrize("verb", ["approve", "deny"])
+def test_approve_and_deny_refuse_a_missing_database_and_create_nothing(tmp_path, elsewhere, capsys, verb):
+    from bruce.cli import main
+
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "config.yml").write_text("storage: {path: data/bruce.db}\n")
+    assert main(["--config", "../etc/config.yml", verb, "abcd1234"]) == 1
+    err = capsys.readouterr().err
+    db, config = etc.resolve() / "data" / "bruce.db", (elsewhere / ".." / "etc" / "config.yml").resolve()
+    assert err == (f"bruce: no database at {db} (storage.path in {config}); start Bruce once with `bruce run`, "
+                   "or pass --config with the config file the daemon uses\n")
+    assert [p.name for p in etc.iterdir()] == ["config.yml"]  # neither data/ nor data/bruce.db
+    assert list(elsewhere.iterdir()) == []

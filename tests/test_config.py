@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from bruce.cli import main
-from bruce.config import load_config, parse_config
+from bruce.config import load_config, local_zone_name, parse_config
 from bruce.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -178,3 +179,99 @@ def test_key_paths_that_start_like_a_type_name_are_kept():
 def test_a_character_yaml_does_not_allow_is_refused_with_its_line(tmp_path):
     assert load_problems(tmp_path, "assistant:\n  name: a\x07b\n") == [
         "not valid YAML at line 2: character U+0007 is not allowed"]
+
+
+# --- paths, the machine's timezone, ${VAR:-default} (issue 8) ------------------------------------
+
+def test_relative_paths_resolve_against_the_config_files_folder(tmp_path, monkeypatch):
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "config.yml").write_text(
+        "storage: {path: data/bruce.db}\n"
+        "tools: {files: {notes_dir: notes}}\n"
+        "console: {socket_path: run/bruce.sock}\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = load_config(Path("..") / "etc" / "config.yml", environ={})  # the file named relative to the cwd too
+    base = etc.resolve()
+    assert config.storage.path == base / "data" / "bruce.db"
+    assert config.tools.files.notes_dir == base / "notes"
+    assert config.tools.artifacts.dir == base / "data" / "artifacts"  # a default is relative to the file too
+    assert config.console.socket_path == base / "run" / "bruce.sock"
+
+
+def test_absolute_and_home_paths_stay_as_written(tmp_path):
+    (tmp_path / "config.yml").write_text(
+        f"storage: {{path: {tmp_path / 'abs.db'}}}\n"
+        "tools: {files: {notes_dir: ~/notes}, artifacts: {dir: \"~\"}}\n")  # bare ~ is YAML null
+    config = load_config(tmp_path / "config.yml", environ={})
+    assert config.storage.path == tmp_path / "abs.db"
+    assert config.tools.files.notes_dir == Path.home() / "notes"
+    assert config.tools.artifacts.dir == Path.home()
+
+
+def test_parse_config_keeps_relative_paths_unless_given_a_base_dir(tmp_path):
+    data = {"storage": {"path": "data/x.db"}}
+    assert parse_config(data, environ={}).storage.path == Path("data/x.db")
+    assert parse_config({}, environ={}).console.socket_path == Path("data/bruce.sock")
+    anchored = parse_config(data, environ={}, base_dir=tmp_path)
+    assert anchored.storage.path == tmp_path / "data" / "x.db"
+    assert anchored.console.socket_path == tmp_path / "data" / "bruce.sock"
+
+
+@pytest.mark.parametrize("tz", ["Asia/Kathmandu", ":Asia/Kathmandu"])
+def test_the_local_zone_is_tz_first(tmp_path, tz):
+    link = tmp_path / "localtime"
+    link.symlink_to("/usr/share/zoneinfo/Europe/Berlin")
+    assert local_zone_name({"TZ": tz}, localtime=link) == "Asia/Kathmandu"
+
+
+@pytest.mark.parametrize("target", ["/usr/share/zoneinfo/Europe/Berlin", "../usr/share/zoneinfo/Europe/Berlin"])
+@pytest.mark.parametrize("tz", [None, "", "Mars/Olympus", "UTC0", "Europe", "/etc/passwd", "../x"])
+def test_then_the_etc_localtime_link(tmp_path, target, tz):
+    link = tmp_path / "localtime"
+    link.symlink_to(target)  # the target need not exist: only the name in the link is read
+    environ = {} if tz is None else {"TZ": tz}
+    assert local_zone_name(environ, localtime=link) == "Europe/Berlin"
+
+
+def test_then_utc(tmp_path):
+    assert local_zone_name({}, localtime=tmp_path / "missing") == "UTC"
+    (tmp_path / "copied").write_bytes(b"TZif")  # a copied zone file names no zone
+    assert local_zone_name({}, localtime=tmp_path / "copied") == "UTC"
+    (tmp_path / "odd").symlink_to("/nowhere/Europe/Berlin")
+    assert local_zone_name({"TZ": "Nowhere/City"}, localtime=tmp_path / "odd") == "UTC"
+
+
+def test_the_timezone_defaults_to_the_machines_zone_from_the_given_environ():
+    config = parse_config({"assistant": {"name": "Ana"}}, environ={"TZ": "Asia/Kathmandu"})
+    assert config.assistant.timezone == "Asia/Kathmandu" and config.assistant.name == "Ana"
+    assert parse_config({}, environ={"TZ": "Asia/Kathmandu"}).assistant.timezone == "Asia/Kathmandu"
+    assert parse_config({"assistant": {"timezone": "${BRUCE_TZ}"}}, environ={"TZ": "Asia/Kathmandu"}).assistant.zone \
+        == ZoneInfo("Asia/Kathmandu")  # an empty value is no value
+    written = parse_config({"assistant": {"timezone": "Europe/Lisbon"}}, environ={"TZ": "Asia/Kathmandu"})
+    assert written.assistant.timezone == "Europe/Lisbon"
+
+
+def test_the_shipped_config_leaves_the_timezone_to_the_machine():
+    config = load_config(REPO / "config.yml", environ={"TZ": "Asia/Kathmandu"})
+    assert config.assistant.timezone == "Asia/Kathmandu"
+    assert config.console.socket_path == REPO / "data" / "bruce.sock"
+
+
+def test_a_directory_is_no_timezone():
+    assert problems({"assistant": {"timezone": "Europe"}}) == ["assistant.timezone: unknown IANA timezone 'Europe'"]
+
+
+@pytest.mark.parametrize(("value", "environ", "expected"), [
+    ("${X:-fallback}", {}, "fallback"),
+    ("${X:-fallback}", {"X": ""}, "fallback"),  # set but empty: the default, as the shell does
+    ("${X:-fallback}", {"X": "set"}, "set"),
+    ("${X}", {}, ""),
+    ("${X}", {"X": ""}, ""),
+    ("${X}", {"X": "set"}, "set"),
+    ("a${X:-}b", {}, "ab"),
+])
+def test_variable_defaults_behave_like_the_shell(value, environ, expected):
+    assert parse_config({"assistant": {"name": f"{value}!"}}, environ=environ).assistant.name == f"{expected}!"

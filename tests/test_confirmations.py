@@ -331,6 +331,39 @@ async def test_an_action_interrupted_by_a_restart_is_reported(make_config, clock
         await app.stop()
 
 
+async def test_a_local_approval_that_expired_while_the_daemon_was_down_is_told(make_config, clock, channel, notes):
+    from bruce.confirmations import Confirmations
+    from bruce.store import Store
+    from tools.files import files_write_tool
+
+    config = make_config(tools={"files": {"notes_dir": str(notes)}, "approval_poll_s": 0.05})
+    store = await Store.open(config.storage.path, clock)
+    await store.messages.ensure_conversation("test:c1", "test", "c1")
+    contract, _ = files_write_tool(notes_dir=notes)
+    book = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s)
+    request = await book.request(contract, {"path": "a.md", "content": "x"}, conversation_id="test:c1",
+                                 user_id="u1", turn_id=None, call_id="c1", preview=None, step_up=True)
+    await book.decide_locally(request.id, approve=True)  # `bruce approve` while no daemon runs
+    await store.close()
+    clock.advance(seconds=config.tools.confirmation_ttl_s + 60)
+
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel])
+    try:
+        await app.start()
+        for _ in range(500):
+            if channel.texts():
+                break
+            await asyncio.sleep(0.01)
+        assert channel.texts() == [
+            f"Your approval of request {request.id} (files.write) was not picked up before the request expired, "
+            "so nothing was run. Ask again if you still want it."]
+        (row,) = await rows(app, "SELECT status FROM pending_confirmations")
+        assert row["status"] == "expired"
+        assert not (notes / "a.md").exists()
+    finally:
+        await app.stop()
+
+
 async def test_a_local_approval_not_picked_up_in_time_expires(make_config, clock, notes):
     from bruce.confirmations import Confirmations
     from bruce.store import Store

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -117,3 +118,16 @@ async def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path, clock):
     with pytest.raises(StoreError) as info:
         await Store.open(path, clock)
     assert str(path) in str(info.value) and "not a Bruce database" in str(info.value)
+
+
+async def test_open_without_create_refuses_a_missing_file_and_creates_nothing(tmp_path, clock, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError) as info:
+        await Store.open(Path("data") / "bruce.db", clock, create=False)
+    assert str(info.value) == f"no database at {tmp_path.resolve() / 'data' / 'bruce.db'}"
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its folder
+    store = await Store.open(tmp_path / "data" / "bruce.db", clock)  # the default creates both
+    await store.close()
+    store = await Store.open(tmp_path / "data" / "bruce.db", clock, create=False)  # now it is there
+    assert await store.migrate() == len(MIGRATIONS)
+    await store.close()

@@ -44,8 +44,9 @@ class Store:
         self.artifacts = ArtifactStore(database)
 
     @classmethod
-    async def open(cls, path: Path | str, clock: Clock, *, busy_timeout_ms: int = 5000) -> Store:
-        return cls(await Database.open(path, clock, busy_timeout_ms=busy_timeout_ms))
+    async def open(cls, path: Path | str, clock: Clock, *, busy_timeout_ms: int = 5000, create: bool = True) -> Store:
+        """``create=False``: StoreError when there is no database file yet (nothing is made)."""
+        return cls(await Database.open(path, clock, busy_timeout_ms=busy_timeout_ms, create=create))
 
     async def migrate(self) -> int:
         return await self.database.migrate()

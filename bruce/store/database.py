@@ -40,12 +40,22 @@ class Database:
         self._no_writers.set()
 
     @classmethod
-    async def open(cls, path: Path | str, clock: Clock, *, busy_timeout_ms: int = 5000) -> Database:
+    async def open(cls, path: Path | str, clock: Clock, *, busy_timeout_ms: int = 5000,
+                   create: bool = True) -> Database:
+        """Connect and migrate. ``create=False`` (commands that only read or decide) refuses a
+        missing file with StoreError and makes neither the file nor its folder."""
         path = Path(path)
+        memory = str(path) == ":memory:"
+        if not create and not memory and not path.exists():
+            raise StoreError(f"no database at {path.absolute()}")
         try:
-            if str(path) != ":memory:":
+            if memory:
+                connection = await aiosqlite.connect(path)
+            elif create:
                 path.parent.mkdir(parents=True, exist_ok=True)
-            connection = await aiosqlite.connect(path)
+                connection = await aiosqlite.connect(path)
+            else:  # mode=rw: a file removed since the check above is not made again
+                connection = await aiosqlite.connect(path.absolute().as_uri() + "?mode=rw", uri=True)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open database {path}: {exc}") from exc
         database = cls(connection, clock, busy_timeout_ms=busy_timeout_ms)
