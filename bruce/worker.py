@@ -134,7 +134,7 @@ class Worker:
         action = decision.action
         if action is None:
             return LocalDecision(decision.outcome)
-        runs_here = (decision.outcome is DecisionOutcome.QUEUED
+        runs_here = (decision.outcome is DecisionOutcome.QUEUED and self._accepting  # (stopping: at the next start)
                      and ConversationId.parse(action.conversation_id).channel in self._served)
         if runs_here:
             self._approvals_due.set()

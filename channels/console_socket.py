@@ -69,6 +69,10 @@ class DaemonGone(BruceError):
     """The daemon closed the console socket (it stopped, or refused us)."""
 
 
+class NotOurDaemon(BruceError):
+    """The socket is there, but its owner is another user."""
+
+
 def _encode(obj: dict[str, Any]) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, default=str) + "\n").encode("utf-8", "surrogatepass")
 
@@ -319,7 +323,7 @@ async def connect(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWrite
     except (FileNotFoundError, ConnectionRefusedError, TimeoutError):
         return None
     except PermissionError:
-        raise BruceError(f"a Bruce daemon at {path} belongs to another user; run this as that user") from None
+        raise NotOurDaemon(f"the Bruce daemon at {path} belongs to another user; run this as that user") from None
     except OSError as exc:  # e.g. a path too long for a socket, or not a socket
         raise BruceError(f"cannot reach the console socket {path}: {exc.strerror or exc}") from None
     try:
@@ -336,8 +340,12 @@ async def connect(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWrite
 
 
 async def decide_over_socket(path: Path, confirmation_id: str, approve: bool) -> LocalDecision | None:
-    """``bruce approve`` / ``deny`` delivered to the running daemon; None when none runs."""
-    connected = await connect(path)
+    """``bruce approve`` / ``deny`` delivered to the running daemon; None when none runs, or
+    when it is another user's (whoever may write the database decides there; the daemon polls)."""
+    try:
+        connected = await connect(path)
+    except NotOurDaemon:
+        return None
     if connected is None:
         return None
     reader, writer, _ = connected
