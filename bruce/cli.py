@@ -58,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("check", help="validate the config and exit")
+    from bruce import doctor, onboarding
+
+    onboarding.add_arguments(sub.add_parser("init", help="write a first config.yml and .env (asks, or --non-interactive)"))
+    doctor.add_arguments(sub.add_parser("doctor", help="check that this setup is ready to start"))
     return parser
 
 
@@ -297,6 +301,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args = _parser().parse_args(argv)
+    if args.command in ("init", "doctor"):  # before loading: there may be no (valid) config yet
+        from bruce import doctor, onboarding
+
+        command = onboarding.init_command if args.command == "init" else doctor.doctor_command
+        return command(args.config or default_config_path(), args)
     try:
         config = _load(args)
     except ConfigError as exc:
