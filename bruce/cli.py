@@ -1,4 +1,9 @@
-"""The ``bruce`` command: run, chat, tools, config check.
+"""The ``bruce`` command: run, chat, init, doctor, tools, approve / deny, config check.
+
+``run`` serves the console socket; ``chat`` attaches to it when a daemon answers there (else
+it runs Bruce in-process), and ``approve`` / ``deny`` are delivered over it (else written to
+the database). ``init`` runs before any config exists (``bruce.onboarding``); ``doctor``
+reports on a setup (``bruce.doctor``).
 
 Errors a user can cause (a bad config, a locked database) end with one clear message and a
 non-zero exit, never a traceback: 2 for a configuration error, 1 for anything else. Every
