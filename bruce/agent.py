@@ -109,11 +109,12 @@ async def run_agent_loop(
             if _signature(call) not in seen:
                 seen.add(_signature(call))
                 fresh.append(call)
-        fresh_ids = {c.id for c in fresh}
         executed = await asyncio.gather(*(_execute(registry, c, scope) for c in fresh))
-        by_id = {r.call_id: r for r in executed}
+        # matched by the call itself, not by its id: a model may reuse an id, and a repeat must
+        # never be handed the result of another call that happens to share it
+        ran = {id(c): r for c, r in zip(fresh, executed, strict=True)}
         for call in reply.tool_calls:
-            result = by_id.get(call.id) if call.id in fresh_ids else None
+            result = ran.get(id(call))
             if result is None:
                 repeated = True
                 log.info("agent.repeat_stopped", tool=call.name)

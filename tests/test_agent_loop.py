@@ -139,6 +139,32 @@ async def test_one_tool_round_then_an_answer_is_not_the_ceiling(app_factory, fak
     assert await turn(app) == {"llm_calls": 2, "tool_calls": 1, "hit_ceiling": 0, "stopped_repeat": 0, "status": "ok"}
 
 
+async def test_an_identical_call_repeated_under_the_same_id_is_still_a_repeat(app, fake_llm):
+    """A model (or a proxy) that reuses one call id: the copy is answered as a repeat, not
+    handed the first call's result as if it had run again."""
+    fake_llm.add(Step.tool_calls(("clock_now", {}, "call_1"), ("clock_now", {}, "call_1")), Step.text("Noon."))
+    await say(app, "time twice")
+    second = fake_llm.requests[1]
+    assert "tools" not in second and second["messages"][-1] == {"role": "system", "content": AFTER_REPEAT_NOTE}
+    answers = [json.loads(m["content"]) for m in second["messages"] if m["role"] == "tool"]
+    assert answers[0]["ok"] is True
+    assert answers[1] == {"ok": False, "status": "repeated", "error": repeat_note("clock_now")}
+    assert len(await rows(app, "SELECT id FROM tool_executions")) == 1
+    assert (await turn(app))["stopped_repeat"] == 1
+
+
+async def test_a_repeat_sharing_its_id_with_a_new_call_gets_no_result_of_that_call(app, fake_llm):
+    fake_llm.add(Step.tool_calls(("clock_now", {}, "call_1")),
+                 Step.tool_calls(("math_calculate", {"expression": "6*7"}, "call_9"), ("clock_now", {}, "call_9")),
+                 Step.text("42."))
+    await say(app, "time, then math and time again")
+    third = fake_llm.requests[2]
+    answers = [json.loads(m["content"]) for m in third["messages"] if m["role"] == "tool"]
+    assert answers[1]["ok"] is True and "42" in json.dumps(answers[1]["result"])
+    assert answers[2] == {"ok": False, "status": "repeated", "error": repeat_note("clock_now")}
+    assert len(await rows(app, "SELECT id FROM tool_executions")) == 2
+
+
 @pytest.mark.parametrize(
     ("first", "again"),
     [

@@ -145,8 +145,13 @@ async def test_inconsistent_contracts_are_rejected(app, overrides, problem):
 
 
 async def test_duplicate_registration_is_rejected(app):
-    with pytest.raises(ContractError, match="already registered"):
+    with pytest.raises(ContractError) as info:
         app.registry.register(contract("math.calculate"), nothing)
+    assert str(info.value) == "tool math.calculate: a tool with this name is already registered"
+    with pytest.raises(ContractError) as info:  # every problem at once, each named
+        app.registry.register(contract("math.calculate", description=""), nothing)
+    assert str(info.value) == ("tool math.calculate: description must not be empty; "
+                               "a tool with this name is already registered")
 
 
 def test_contract_from_plain_data_names_every_problem():

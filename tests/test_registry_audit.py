@@ -669,10 +669,13 @@ async def test_a_deeply_nested_result_is_reported_as_ran_but_not_shown(app, fake
     app.registry.register(contract("test.deep", input_schema={"type": "object"}), deep)
     fake_llm.add(Step.tool_calls(("test_deep", {"deep": True})), Step.text("Deep."),
                  Step.tool_calls(("test_deep", {})), Step.text("Fine."))
-    await say(app, "deep")
+    with structlog.testing.capture_logs() as logs:
+        await say(app, "deep")
     told = json.loads(fake_llm.requests[-1]["messages"][-1]["content"])
     assert told == {"ok": True, "result": {"result_unavailable": (
         "test.deep ran, but its result cannot be shown (nested more than 100 levels).")}}
+    assert [(e["tool"], e["error"]) for e in logs if e["event"] == "tool.result_unserialisable"] == [
+        ("test.deep", "too_deep")]
     await say(app, "not so deep")
     told = json.loads(fake_llm.requests[-1]["messages"][-1]["content"])
     assert told["ok"] is True and json.dumps(told["result"]).count('"k"') == 90
@@ -825,3 +828,26 @@ async def test_tools_are_looked_up_by_either_name(app):
     assert app.registry.get("math.calculate").contract.name == "math.calculate"
     assert app.registry.get("math_calculate").contract.name == "math.calculate"
     assert app.registry.get("math.nothing") is None
+
+
+async def test_a_call_the_registry_cannot_handle_is_an_error_for_the_model_and_logged(app):
+    """A bug of ours (here: arguments that are not text at all) ends neither the turn nor the
+    process: the model is told the call could not be handled, and the crash is logged."""
+    scope = TurnScope(new_turn_id(), "test:c1", "u1", source=TurnSource.CHAT)
+    with structlog.testing.capture_logs() as logs:
+        result = await app.registry.execute(ToolCall("call_x", "math_calculate", None), scope)  # type: ignore[arg-type]
+    assert (result.status, result.error) == (
+        "error", "internal_error: the call could not be handled (AttributeError).")
+    assert [(e["event"], e["tool"]) for e in logs if e["log_level"] == "error"] == [
+        ("tool.execute_crashed", "math_calculate")]
+
+
+async def test_arguments_too_deep_for_the_json_parser_are_invalid(app):
+    deep = "[" * 200_000 + "]" * 200_000  # past the parser's own recursion limit
+    scope = TurnScope(new_turn_id(), "test:c1", "u1", source=TurnSource.CHAT)
+    await app.store.messages.ensure_conversation("test:c1", "test", "c1")
+    await app.store.messages.start_turn(scope.turn_id, "test:c1", source=TurnSource.CHAT, inbound_message_id=None)
+    result = await app.registry.execute(ToolCall("call_d", "math_calculate", deep), scope)
+    assert (result.status, result.error) == ("invalid_args", "arguments are nested too deeply")
+    (found,) = await rows(app, "SELECT status, error FROM tool_executions")
+    assert found == {"status": "invalid_args", "error": "arguments are nested too deeply"}
