@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 
+from bruce.access import Access, AccessRule
 from bruce.approvals import ApprovalDesk
 from bruce.channel import Channel, LocalDecision
 from bruce.clock import Clock, SystemClock
@@ -52,8 +53,14 @@ class ChannelContext:
 
 ChannelFactory = Callable[[Any, ChannelContext], Channel]
 
+def _telegram(section: Any, context: ChannelContext) -> Channel:
+    from channels.telegram import TelegramChannel
+
+    return TelegramChannel(section, clock=context.clock, assistant_name=context.config.assistant.name)
+
+
 # channel name -> factory taking that channel's config section (``channels.<name>``)
-CHANNEL_FACTORIES: dict[str, ChannelFactory] = {}
+CHANNEL_FACTORIES: dict[str, ChannelFactory] = {"telegram": _telegram}
 
 
 def console_channel(config: Config, clock: Clock) -> ConsoleChannel:
@@ -182,8 +189,9 @@ def _configured_channels(config: Config, clock: Clock) -> dict[str, Channel]:
     return built
 
 
-def _allow_lists(sections: Mapping[str, ChannelSection]) -> dict[str, frozenset[str]]:
-    return {name: frozenset(section.allowed_users) for name, section in sections.items()}
+def _access_rules(sections: Mapping[str, ChannelSection]) -> dict[str, AccessRule]:
+    return {name: AccessRule(frozenset(section.allowed_users), pairing=section.pairing)
+            for name, section in sections.items()}
 
 
 async def _registry(config: Config, store: Store, clock: Clock, redactor: Redactor,
@@ -243,7 +251,8 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
                         served=channels.keys(), max_age_s=a.recovery_max_age_s)
     worker = Worker(
         store=store, llm=llm, clock=clock, conversations=conversations, outbox=outbox, recovery=recovery,
-        confirmations=confirmations, served=channels, allow_lists=_allow_lists(c.sections()),
+        confirmations=confirmations, served=channels,
+        access=Access(store=store, clock=clock, rules=_access_rules(c.sections()), channels=channels),
         settings=WorkerSettings(max_message_chars=a.max_message_chars, approval_poll_s=config.tools.approval_poll_s,
                                 history_limit=a.history_limit, summary_batch=a.summary_batch,
                                 summary_model=config.llm.summary_model),

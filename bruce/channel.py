@@ -48,6 +48,8 @@ class IncomingMessage:
     text: str
     platform_message_id: str | None
     timestamp: datetime
+    private: bool = True  # a one-to-one chat; False in a group: a stranger there is never answered
+    sender_name: str | None = None  # the platform's display name, shown to the owner in `bruce pairing list`
 
     @property
     def conversation(self) -> ConversationId:

@@ -1,4 +1,4 @@
-"""The ``bruce`` command: run, chat, init, doctor, tools, approve / deny, config check.
+"""The ``bruce`` command: run, chat, init, doctor, tools, approve / deny, pairing, config check.
 
 ``run`` serves the console socket; ``chat`` attaches to it when a daemon answers there (else
 it runs Bruce in-process), and ``approve`` / ``deny`` are delivered over it (else written to
@@ -63,7 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("check", help="validate the config and exit")
-    from bruce import doctor, onboarding
+    from bruce import doctor, onboarding, pairing
+
+    pairing.add_arguments(sub.add_parser("pairing", help="strangers asking to talk to Bruce: list, approve, deny, revoke"))
 
     onboarding.add_arguments(sub.add_parser("init", help="write a first config.yml and .env (asks, or --non-interactive)"))
     doctor.add_arguments(sub.add_parser("doctor", help="check that this setup is ready to start"))
@@ -296,6 +298,16 @@ def _decision_line(config: Config, confirmation_id: str, decision: LocalDecision
     return ok, messages.get(decision.outcome, decision.outcome.value)
 
 
+def _pairing(config: Config, args: argparse.Namespace) -> int:
+    from bruce.pairing import pairing_command
+
+    try:
+        return asyncio.run(pairing_command(config, args, (args.config or default_config_path()).resolve()))
+    except BruceError as exc:
+        print(f"bruce: {exc}", file=sys.stderr)
+        return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
@@ -321,6 +333,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return 0
     if args.command == "tools":
         return _print_tools(config, getattr(args, "name", None))
+    if args.command == "pairing":
+        return _pairing(config, args)
     if args.command in ("approve", "deny"):
         try:
             return asyncio.run(_decide_locally(config, args.id, args.command == "approve",

@@ -194,16 +194,38 @@ class ChannelSection(_Model):
 
     enabled: bool = False
     allowed_users: list[str] = Field(default_factory=list)
+    pairing: bool = False  # a stranger in a private chat gets a code the owner approves (`bruce pairing approve`)
 
     _ids = field_validator("allowed_users", mode="before")(_ids_as_text)
+
+
+class TelegramWebhookConfig(_Model):
+    """Webhook mode: Telegram posts updates to ``url``; Bruce serves them at host:port/path."""
+
+    url: str | None = None  # the public https URL Telegram calls (a reverse proxy in front of host:port)
+    path: str = Field("/telegram/webhook", pattern=r"^/[A-Za-z0-9/_.-]*$")
+    secret_token: SecretStr | None = None  # required in webhook mode: checked on every request
+    host: str = "127.0.0.1"
+    port: int = Field(8443, ge=0, le=65535)
+
+    _blank = field_validator("url", "secret_token", mode="before")(_blank_to_none)
 
 
 class TelegramConfig(ChannelSection):
     token: SecretStr | None = None
     api_base: str | None = None
     mode: Literal["polling", "webhook"] = "polling"
+    webhook: TelegramWebhookConfig = TelegramWebhookConfig()
+    groups: bool = True  # in groups, answer allow-listed senders who mention the bot or reply to it
+    poll_timeout_s: int = Field(30, ge=1, le=50)  # getUpdates long-poll time-out
 
     _blank = field_validator("token", "api_base", mode="before")(_blank_to_none)
+
+    @model_validator(mode="after")
+    def _webhook_complete(self) -> TelegramConfig:
+        if self.enabled and self.mode == "webhook" and (self.webhook.url is None or self.webhook.secret_token is None):
+            raise ValueError("webhook mode needs channels.telegram.webhook.url and webhook.secret_token")
+        return self
 
 
 class DiscordConfig(ChannelSection):
@@ -392,6 +414,7 @@ class Config(_Model):
         found: list[SecretStr | None] = [
             self.llm.api_key,
             self.channels.telegram.token,
+            self.channels.telegram.webhook.secret_token,
             self.channels.discord.token,
             self.admin.token,
             self.tools.web.brave_api_key,
@@ -465,7 +488,7 @@ def _describe(error: Any) -> str:
 
 
 def _is_secret_path(error: Any) -> bool:
-    return any(str(p) in ("api_key", "token") for p in error["loc"])
+    return any(str(p) in ("api_key", "token", "secret_token") for p in error["loc"])
 
 
 def _with_local_zone(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:

@@ -327,7 +327,11 @@ async def _channel(name: str, section: ChannelSection, raw: Any, timeout_s: floa
         found.append(Finding(Mark.OK, f"{name}: token from {source} works ({said})") if ok else
                      Finding(Mark.FAIL, f"{name}: token from {source} {said}",
                              f"put the bot's current token in {source if var else f'channels.{name}.token'}"))
-    if not section.allowed_users:
+    if not section.allowed_users and section.pairing:
+        found.append(Finding(Mark.WARN, f"{name}: allowed_users is empty: only paired users can talk to Bruce",
+                             f"approve yourself with `bruce pairing approve CODE`, or add your id to "
+                             f"channels.{name}.allowed_users"))
+    elif not section.allowed_users:
         found.append(Finding(Mark.FAIL, f"{name}: allowed_users is empty: nobody can talk to Bruce",
                              f"add your user id to channels.{name}.allowed_users"))
     else:

@@ -36,7 +36,7 @@ SUGGESTED_MODELS = ("openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-latest", "
 ADMIN_TOKEN_ENV = "BRUCE_ADMIN_TOKEN"
 TOKEN_ENV = {"telegram": "TELEGRAM_BOT_TOKEN", "discord": "DISCORD_BOT_TOKEN"}
 _USER_HINT = {
-    "telegram": "message @userinfobot on Telegram to learn yours",
+    "telegram": "@userinfobot tells you yours; so does your bot's /id once Bruce runs",
     "discord": "Discord: Settings > Advanced > Developer Mode, then right-click your name > Copy User ID",
 }
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
@@ -232,8 +232,8 @@ def _ask_channels(ask: Ask, say: Say, args: argparse.Namespace) -> tuple[Channel
     flagged = [n for n in TOKEN_ENV if _channel_flagged(args, n)]
     default = "both" if len(flagged) == 2 else flagged[0] if flagged else "none"
     options = ("telegram", "discord", "both", "none")
-    say("This version talks to you in the terminal (bruce chat); its Telegram and Discord adapters are not "
-        "built yet. Their settings are checked now and kept for when they are.")
+    say("Bruce talks to you in the terminal (bruce chat) and on Telegram; the Discord adapter is not built "
+        "yet (its settings are checked and kept for when it is).")
     answer = _question(ask, say, "Chat platform: telegram, discord, both or none", default,
                        lambda a: None if a.lower() in options else "one of: " + ", ".join(options)).lower()
     names = list(TOKEN_ENV) if answer == "both" else [] if answer == "none" else [answer]

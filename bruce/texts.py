@@ -32,6 +32,9 @@ __all__ = [
     "approval_arrived_late",
     "llm_not_configured",
     "claim_note",
+    "STRANGER_REFUSED",
+    "PAIRING_FULL",
+    "pairing_code",
 ]
 
 LLM_DOWN = "I can't reach the language model right now, so I couldn't answer. Please try again in a few minutes."
@@ -39,6 +42,8 @@ INTERNAL_ERROR = "Something went wrong on my side while answering. Please try ag
 NOT_FINISHED = "I could not finish this within the steps I'm allowed."
 EMPTY_ANSWER = "The language model returned an empty answer, so I have nothing to tell you. Please ask again."
 UNGROUNDED_LINK = "(I removed a link I could not actually produce: no tool created it in this turn.)"
+STRANGER_REFUSED = "Sorry, I only talk to my owner."
+PAIRING_FULL = "I can't take new pairing requests right now. Please try again later."
 
 
 def _snippet(text: str, limit: int = 80) -> str:
@@ -154,3 +159,8 @@ def claim_note(actions: Sequence[str]) -> str:
     verbs = " or ".join(dict.fromkeys(a if a != "remembered" else "remembered" for a in actions))
     done = ", ".join(f"nothing was {_CLAIMED.get(a, a)}" for a in dict.fromkeys(actions))
     return f"(Note from Bruce: no tool {verbs} anything in this turn; {done}.)"
+
+
+def pairing_code(code: str) -> str:
+    """What an unknown sender is told when pairing is on (the owner runs the command)."""
+    return f"I don't know you yet. To pair, ask the owner to run: bruce pairing approve {code} (expires in 1 hour)."

@@ -18,6 +18,8 @@ __all__ = [
     "ConfirmationState",
     "DecidedVia",
     "DecisionOutcome",
+    "PairingState",
+    "PairingOutcome",
 ]
 
 
@@ -121,3 +123,20 @@ class DecisionOutcome(StrEnum):
     WRONG_USER = "wrong_user"
     NEEDS_STEP_UP = "needs_step_up"
     UNAVAILABLE = "unavailable"  # the daemon is restarting: nothing was decided
+
+
+class PairingState(StrEnum):
+    # pending -> approved | denied | expired (its hour passed before anyone decided)
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+
+
+class PairingOutcome(StrEnum):
+    """What an unknown sender's message did to the pairing requests of their channel."""
+
+    ISSUED = "issued"  # a new code
+    STILL_PENDING = "still_pending"  # their code from earlier, unchanged
+    FULL = "full"  # the channel already has the most pending requests it takes: no code
+    DENIED = "denied"  # the owner denied their request within the hour: no new code yet

@@ -1,6 +1,7 @@
 """The worker: admission, and the one owner of the daemon's tasks.
 
-For each ``IncomingMessage``: allow-list check (strangers cost nothing), store it as pending,
+For each ``IncomingMessage``: admission (``bruce.access``: strangers cost no model call and
+no stored message; in a private chat they may be told how to pair), store it as pending,
 then start its turn (``Conversations``: one conversation at a time, different conversations
 concurrently). The worker also owns the background work: folding old history into summaries,
 running locally approved actions, re-sending unsent replies; and the drain at shutdown.
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from bruce.access import Access
 from bruce.agent import LLM
 from bruce.channel import DecisionReport, IncomingMessage, LocalDecision
 from bruce.clock import Clock, utc_iso
@@ -54,7 +56,7 @@ class Worker:
     def __init__(
         self, *, store: Store, llm: LLM, clock: Clock, conversations: Conversations, outbox: Outbox,
         recovery: Recovery, confirmations: Confirmations, served: Mapping[str, object], settings: WorkerSettings,
-        allow_lists: Mapping[str, frozenset[str]] | None = None,
+        access: Access,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -65,7 +67,7 @@ class Worker:
         self._confirmations = confirmations
         self._served = served
         self._settings = settings
-        self._allow_lists = dict(allow_lists or {})
+        self._access = access
         self._turns: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._background: dict[str, asyncio.Task[bool]] = {}
@@ -74,17 +76,19 @@ class Worker:
 
     # inbound ---------------------------------------------------------------------------
 
-    def is_allowed(self, channel: str, sender_id: str) -> bool:
-        allowed = self._allow_lists.get(channel)
-        return allowed is None or sender_id in allowed
+    async def is_allowed(self, channel: str, sender_id: str) -> bool:
+        """In the channel's allow-list, or paired (``bruce.access``). May read the database."""
+        return await self._access.admits(channel, sender_id)
 
     async def deliver(self, message: IncomingMessage) -> Awaitable[None] | None:
         """Store the message and start its turn. Returns the turn's task (await it to know the
         reply was sent), or None when the message was refused or already handled. Raises
         ``StoreError`` when the message could not be stored: the channel keeps it (does not
         acknowledge the platform's update, or tries again) and tells the user."""
-        if not self.is_allowed(message.channel, message.sender_id):
+        if not await self.is_allowed(message.channel, message.sender_id):
             log.warning("access.denied", channel=message.channel, sender=message.sender_id)
+            if message.private and self._accepting:  # a pairing code or a refusal, never in a group
+                self._spawn(self._access.answer_stranger(message), f"stranger:{message.channel}")
             return None
         cid = message.conversation_id
         await self._store.messages.ensure_conversation(cid, message.channel, message.chat_id)
@@ -113,7 +117,7 @@ class Worker:
         """A button press (Telegram callback, Discord interaction, web chat) on a pending request.
         An approved action runs in the background, in its conversation's order; its report
         follows in the conversation."""
-        if not self.is_allowed(ConversationId.parse(conversation_id).channel, user_id):
+        if not await self.is_allowed(ConversationId.parse(conversation_id).channel, user_id):
             log.warning("access.denied", conversation=conversation_id, sender=user_id)
             return DecisionReport(DecisionOutcome.WRONG_USER, "You are not allowed to decide on this request.")
         if not self._accepting:

@@ -69,7 +69,7 @@ async def test_chat_without_a_key_explains_what_to_set(tmp_path):
 
 async def test_run_starts_without_keys_says_what_is_missing_and_stops_on_sigterm(tmp_path):
     config = write_config(tmp_path, {"api_key": "${OPENAI_API_KEY}"})
-    config.write_text(config.read_text() + "channels: {telegram: {enabled: true}}\n")
+    config.write_text(config.read_text() + "channels: {discord: {enabled: true}}\n")
     proc = await asyncio.create_subprocess_exec(
         *BRUCE, "--config", str(config), "run",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**clean_env(), "TZ": "Asia/Kathmandu"},
@@ -94,7 +94,7 @@ async def test_run_starts_without_keys_says_what_is_missing_and_stops_on_sigterm
     hints = [e["hint"] for e in events if e["event"] == "app.setup_incomplete"]
     assert any("OPENAI_API_KEY" in h for h in hints)
     assert any("bruce chat" in h for h in hints)
-    assert any("channels.telegram.enabled is true, but this version of Bruce has no telegram adapter" in h
+    assert any("channels.discord.enabled is true, but this version of Bruce has no discord adapter" in h
                for h in hints)
     assert "llm.ready" in [e["event"] for e in events]  # litellm was imported off the loop at start
     assert events[-1]["event"] == "app.stopped"

@@ -253,7 +253,7 @@ async def test_channels_are_built_from_their_config_section(make_config, clock, 
         assert not any("no telegram adapter" in w for w in app.warnings())
         assert await app.worker.deliver(incoming(app, "hi", channel="telegram", sender="7")) is None
         await say(app, "hi", channel="telegram", sender="42")
-        assert telegram.texts() == ["ok"]
+        assert telegram.texts() == ["Sorry, I only talk to my owner.", "ok"]  # the stranger: one refusal
     finally:
         await app.stop()
     assert json.dumps(built[0][0]) == '["42"]'

@@ -150,11 +150,13 @@ async def test_strangers_cost_no_llm_call(app_factory, fake_llm, clock):
     app = await build_app(config_app.config, clock=clock, environ={}, extra_channels=[telegram])
     try:
         assert await app.worker.deliver(incoming(app, "hi", channel="telegram", sender="999")) is None
+        await app.worker.wait_idle()
         assert fake_llm.requests == []
         assert await rows(app, "SELECT id FROM messages") == []
+        assert telegram.texts() == ["Sorry, I only talk to my owner."]  # straight to the channel, not stored
         handle = await app.worker.deliver(incoming(app, "hi", channel="telegram", sender="111"))
         await handle
-        assert telegram.texts() == ["ok"]
+        assert telegram.texts()[1:] == ["ok"]
     finally:
         await app.stop()
 

@@ -1,7 +1,8 @@
 """The one database, by concern: ``Store.open(path, clock)`` gives one connection and one write
 lock shared by ``messages`` (conversations, messages, summaries, turns), ``audit`` (llm_calls,
-tool_executions, idempotency keys), ``confirmations`` and ``artifacts``. New concerns (jobs,
-pairing, memory) get a module here and an attribute on ``Store``."""
+tool_executions, idempotency keys), ``confirmations``, ``artifacts`` and ``pairing``
+(pairing_requests, paired_users). New concerns (jobs, memory) get a module here and an
+attribute on ``Store``."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from bruce.store.audit import AuditStore
 from bruce.store.confirmations import ConfirmationStore
 from bruce.store.database import Database
 from bruce.store.messages import MessageStore
+from bruce.store.pairing import PairingStore
 from bruce.store.records import (
     ActedTool,
     ArtifactRecord,
     ConfirmationRecord,
     LLMCallRecord,
+    PairingRequestRecord,
     StoredMessage,
     Summary,
     ToolExecutionRecord,
@@ -32,6 +35,7 @@ __all__ = [
     "ActedTool",
     "ConfirmationRecord",
     "ArtifactRecord",
+    "PairingRequestRecord",
 ]
 
 
@@ -42,6 +46,7 @@ class Store:
         self.audit = AuditStore(database)
         self.confirmations = ConfirmationStore(database)
         self.artifacts = ArtifactStore(database)
+        self.pairing = PairingStore(database)
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock, *, busy_timeout_ms: int = 5000, create: bool = True) -> Store:

@@ -7,7 +7,16 @@ import sqlite3
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
-from bruce.values import ConfirmationState, Direction, LLMCallStatus, MessageKind, MessageStatus, ToolStatus, TurnSource
+from bruce.values import (
+    ConfirmationState,
+    Direction,
+    LLMCallStatus,
+    MessageKind,
+    MessageStatus,
+    PairingState,
+    ToolStatus,
+    TurnSource,
+)
 
 __all__ = [
     "StoredMessage",
@@ -17,6 +26,7 @@ __all__ = [
     "ActedTool",
     "ConfirmationRecord",
     "ArtifactRecord",
+    "PairingRequestRecord",
     "from_row",
     "to_json",
 ]
@@ -138,3 +148,19 @@ class ArtifactRecord:
     size_bytes: int
     sha256: str
     created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class PairingRequestRecord:
+    code: str
+    channel: str
+    sender_id: str
+    chat_id: str
+    display_name: str | None
+    status: PairingState
+    created_at: str
+    expires_at: str
+    decided_at: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", PairingState(self.status))
