@@ -166,6 +166,8 @@ async def test_a_button_press_runs_the_tool_once(started, api, fake_llm, tmp_pat
             break
         await asyncio.sleep(0.02)
     assert (tmp_path / "notes" / "todo.md").read_text() == "milk\n"
+    texts = await replies(api, OWNER, 4)  # the request, its reply, the outcome, the model's follow-up
+    assert f"Done: files.write ran (request {rid})." in texts and texts[-1] == "Written."
     edited = api.calls_to("editMessageText")[-1]
     assert "reply_markup" not in edited or not edited["reply_markup"]
 
@@ -330,3 +332,36 @@ async def test_markdown_that_renders_to_nothing_is_sent_as_written(started, api,
     api.push_message(OWNER, OWNER, "go")
     (reply,) = await replies(api, OWNER, 1)
     assert reply == "[x]: https://example.org/a-link-definition"
+
+
+async def test_groups_can_be_turned_off(started, api, fake_llm):
+    app = await started(groups=False)
+    api.push_message(-100555, OWNER, f"@{api.bot_username} hello", chat_type="supergroup")
+    api.push_message(OWNER, OWNER, "and in private?")
+    fake_llm.add(Step.text("Private only."))
+    assert await replies(api, OWNER, 1) == ["Private only."]
+    assert [r["text"] for r in await rows(app, "SELECT text FROM messages WHERE direction = 'in'")] == [
+        "and in private?"]
+
+
+async def test_a_server_without_drafts_gets_typing_alone(started, api, fake_llm):
+    api.refuse_method("sendMessageDraft")
+    await started()
+    fake_llm.add(Step.tool_calls(("clock_now", {})), Step.text("It is noon."))
+    api.push_message(OWNER, OWNER, "time?")
+    assert await replies(api, OWNER, 1) == ["It is noon."]
+    fake_llm.add(Step.tool_calls(("clock_now", {})), Step.text("Still noon."))
+    api.push_message(OWNER, OWNER, "and now?")
+    assert (await replies(api, OWNER, 2))[-1] == "Still noon."
+    assert len(api.calls_to("sendMessageDraft")) == 1  # refused once, then never tried again
+    assert len(api.calls_to("sendChatAction")) >= 2
+
+
+async def test_telegram_down_at_boot_does_not_end_the_channel(started, api, fake_llm, clock):
+    api.fail_next("getMe", status=502, description="Bad Gateway", times=3)
+    await started()  # start-up does not wait for Telegram
+    await api.wait_for("getUpdates", timeout=30)
+    assert len(api.calls_to("getMe")) == 4 and clock.sleeps[:3] == [1.0, 2.0, 4.0]
+    fake_llm.add(Step.text("Up now."))
+    api.push_message(OWNER, OWNER, "hello")
+    assert await replies(api, OWNER, 1) == ["Up now."]
