@@ -91,6 +91,13 @@ async def decide_on_daemon(config: Config, confirmation_id: str, approve: bool) 
     return await decide_over_socket(config.console.socket_path, confirmation_id, approve)
 
 
+async def daemon_health(config: Config) -> dict[str, str | None] | None:
+    """The running daemon's channels and when each last received; None when none answers."""
+    from channels.console_socket import daemon_health as ask
+
+    return await ask(config.console.socket_path)
+
+
 def tool_set(config: Config, store: Store | None) -> list[tuple[ToolContract, ToolHandler]]:
     """The built-in tools. With ``store`` None only the contracts are usable (``bruce tools``)."""
     from tools.builtin import builtin_tools

@@ -114,6 +114,8 @@ class LocalInbound(Inbound, Protocol):
 
     async def resend(self, conversation_id: str) -> None: ...
 
+    def health(self) -> dict[str, str | None]: ...
+
 
 @runtime_checkable
 class Channel(Protocol):

@@ -97,7 +97,8 @@ async def diagnose(config_path: Path, *, environ: Mapping[str, str] | None = Non
     checks: list[list[Finding]] = []
     for found in (await _database(config), _disk(config), _timezone(config),
                   await _llm(config, raw, environ, timeout_s) if llm else [Finding(Mark.SKIP, "llm: not called (--no-llm)")],
-                  await _channels(config, raw, timeout_s), _mcp(config), _admin(config, raw), _systemd(config, unit)):
+                  await _channels(config, raw, timeout_s), await _daemon(config), _mcp(config), _admin(config, raw),
+                  _systemd(config, unit)):
         for finding in found:
             out(finding.line())
         checks.append(found)
@@ -346,6 +347,23 @@ async def _channels(config: Config, raw: Any, timeout_s: float) -> list[Finding]
             found.append(Finding(Mark.SKIP, f"{name}: disabled"))
         else:
             found += await _channel(name, section, raw, timeout_s)
+    return found
+
+
+async def _daemon(config: Config) -> list[Finding]:
+    """A running daemon, asked over its console socket when each channel last received."""
+    from bruce.app import daemon_health
+
+    health = await daemon_health(config)
+    if health is None:
+        return [Finding(Mark.SKIP, f"daemon: none answers at {config.console.socket_path}")]
+    found = [Finding(Mark.OK, f"daemon: running, console socket {config.console.socket_path}")]
+    for name, when in sorted(health.items()):
+        if when is None:
+            found.append(Finding(Mark.WARN, f"{name}: nothing received from the platform yet",
+                                 "check the daemon's log (telegram.poll_failed, telegram.conflict)"))
+        else:
+            found.append(Finding(Mark.OK, f"{name}: last received from the platform at {when}"))
     return found
 
 

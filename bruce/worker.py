@@ -145,6 +145,16 @@ class Worker:
         log.info("confirmation.decided_locally", confirmation=action.id, outcome=str(decision.outcome))
         return LocalDecision(decision.outcome, action.tool_name, action.conversation_id, str(action.status), runs_here)
 
+    def health(self) -> dict[str, str | None]:
+        """Each channel served, with the time it last received from its platform (ISO, UTC),
+        where the channel keeps one (``last_receive``; None: nothing received yet)."""
+        found: dict[str, str | None] = {}
+        for name, channel in self._served.items():
+            if hasattr(channel, "last_receive"):
+                when = channel.last_receive
+                found[name] = utc_iso(when) if when is not None else None
+        return found
+
     async def resend(self, conversation_id: str) -> None:
         """Send what is stored and unsent for the conversation (a terminal attached again)."""
         self._spawn(self._outbox.flush(conversation_id), f"outbox:{conversation_id}")

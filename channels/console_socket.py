@@ -19,6 +19,7 @@ The protocol is JSON, one object per line (``LINE_LIMIT`` bytes at most)::
                                                 {"ev": "decided", "ref": 2, "outcome": "queued", ...}
     any time: {"ev": "text", "text": ...}, {"ev": "confirmation", ...}, {"ev": "file", ...},
               {"ev": "progress", "kind": "tool_finished", "tool": ..., "status": ...}
+    {"op": "health", "ref": 3}                  {"ev": "health", "ref": 3, "last_receive": {"telegram": "2026-…Z"}}
     a request it cannot read: {"ev": "error", "ref": ..., "error": "what was wrong"}
 
 With no terminal attached a reply is not lost: ``send_text`` raises ``ChannelSendError``, the
@@ -52,7 +53,8 @@ from bruce.progress import ProgressEvent, Thinking, ToolFinished, ToolStarted
 from bruce.values import DecisionOutcome, ToolStatus
 from channels.console import ConsoleChannel
 
-__all__ = ["SocketConsole", "RemoteInbound", "DaemonGone", "attach", "connect", "decide_over_socket", "PROTOCOL_VERSION"]
+__all__ = ["SocketConsole", "RemoteInbound", "DaemonGone", "attach", "connect", "daemon_health", "decide_over_socket",
+           "PROTOCOL_VERSION"]
 
 log = structlog.get_logger(__name__)
 
@@ -266,6 +268,8 @@ class SocketConsole:
             await self._deliver(inbound, terminal, ref, text)
         elif op == "decide":
             await self._decide(inbound, terminal, ref, request)
+        elif op == "health":
+            await terminal.send({"ev": "health", "ref": ref, "last_receive": inbound.health()})
         else:
             raise ValueError(f"unknown op {op!r}")
 
@@ -360,6 +364,30 @@ async def decide_over_socket(path: Path, confirmation_id: str, approve: bool) ->
             if event.get("ev") == "error" and event.get("ref") == 1:
                 raise BruceError(f"the daemon refused the decision: {event.get('error')}")
         raise DaemonGone("the daemon closed the connection before answering")
+    finally:
+        writer.close()
+
+
+async def daemon_health(path: Path) -> dict[str, str | None] | None:
+    """The running daemon's channels and when each last received (``bruce doctor``); None when
+    no daemon answers at ``path`` (or it is another user's)."""
+    try:
+        connected = await connect(path)
+    except NotOurDaemon:
+        return None
+    if connected is None:
+        return None
+    reader, writer, _ = connected
+    try:
+        writer.write(_encode({"op": "health", "ref": 1}))
+        await writer.drain()
+        while line := await asyncio.wait_for(reader.readline(), CONNECT_TIMEOUT_S):
+            event = json.loads(line)
+            if event.get("ev") == "health" and event.get("ref") == 1:
+                return dict(event.get("last_receive") or {})
+        return None
+    except (OSError, TimeoutError, ValueError):
+        return None
     finally:
         writer.close()
 

@@ -700,7 +700,7 @@ async def test_a_result_that_holds_itself_is_named_a_cycle(app, fake_llm):
                                                     "(Circular reference detected)."}
 
 
-@pytest.mark.parametrize("depth, status", [(99, "ok"), (101, "invalid_args")])
+@pytest.mark.parametrize("depth, status", [(99, "ok"), (100, "invalid_args"), (101, "invalid_args")])  # n + 1 levels
 async def test_arguments_a_loose_schema_accepts_are_refused_past_100_levels(app, depth, status):
     seen = []
 
