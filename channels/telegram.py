@@ -44,11 +44,14 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 
+import aiohttp
 import structlog
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
-from aiogram.client.telegram import TelegramAPIServer
+from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
 from aiogram.exceptions import (
+    AiogramError,
+    ClientDecodeError,
     TelegramAPIError,
     TelegramBadRequest,
     TelegramConflictError,
@@ -92,13 +95,15 @@ CONFLICTS_BEFORE_WARNING = 3
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 COMMANDS = [("help", "what I can do"), ("id", "your Telegram user id, for the allow-list"),
             ("approve", "approve a pending request: /approve ID"), ("deny", "deny a pending request: /deny ID"),
+            ("new", "start a fresh conversation (a summary of this one is kept)"),
             ("jobs", "scheduled jobs (not in this version)")]
 STEP_TEXT = {"web.search": "Searching the web…", "web.read_url": "Reading a page…", "math.calculate": "Calculating…",
              "clock.now": "Checking the time…", "artifact.save": "Saving a document…",
              "files.write": "Preparing a note…", "http.post": "Preparing a request…"}
 UNSUPPORTED = "I can only read text messages for now; photos, voice messages, stickers and files are not supported yet."
 HELP = ("I'm {name}, your assistant. Write to me in plain text. When an action needs your approval I ask "
-        "first, with buttons. /id shows your Telegram user id.")
+        "first, with buttons. Documents I save arrive as files. /new starts a fresh conversation (I keep a short "
+        "summary of this one). /id shows your Telegram user id.")
 
 
 def translate_error(exc: TelegramAPIError) -> ChannelSendError:
@@ -122,7 +127,8 @@ class TelegramChannel:
         if section.token is None:
             raise ConfigError("channels.telegram.token: required when channels.telegram.enabled is true "
                               '(e.g. token: "${TELEGRAM_BOT_TOKEN}")')
-        session = AiohttpSession(api=TelegramAPIServer.from_base(section.api_base)) if section.api_base else None
+        self._api = TelegramAPIServer.from_base(section.api_base) if section.api_base else PRODUCTION
+        session = AiohttpSession(api=self._api)
         try:
             self._bot = Bot(section.token.get_secret_value(), session=session)
         except TokenValidationError:
@@ -136,6 +142,7 @@ class TelegramChannel:
         self._tasks: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
         self._drafts_refused = False
+        self._skipped: list[int] = []  # offsets past unreadable updates, confirmed with the next poll
         self._order = asyncio.Lock()  # updates are handled one at a time, in order
         self._polled_at = time.monotonic()  # the last getUpdates that completed (monotonic)
         self.last_receive: datetime | None = None  # the last getUpdates (or webhook call) that completed
@@ -226,7 +233,9 @@ class TelegramChannel:
                     log.error("telegram.conflict", hint="another instance may be polling the same bot token")
                 await self._clock.sleep(min(2.0 ** min(conflicts, 5), POLL_BACKOFF_MAX_S))
                 continue
-            except (TelegramAPIError, TimeoutError) as exc:
+            except ClientDecodeError:  # an update aiogram cannot read: one by one, skipping it
+                updates = await self._readable_updates(offset)
+            except (TelegramAPIError, AiogramError, TimeoutError) as exc:
                 failures += 1
                 log.warning("telegram.poll_failed", error=type(exc).__name__, attempt=failures)
                 await self._clock.sleep(min(2.0 ** min(failures, 5), POLL_BACKOFF_MAX_S))
@@ -234,13 +243,40 @@ class TelegramChannel:
             conflicts = failures = 0
             self._received()
             for update in sorted(updates, key=lambda u: u.update_id):
+                if update.update_id < (offset or 0):
+                    continue
                 try:
                     await self._handle(update)
                 except StoreError as exc:  # not confirmed: Telegram gives it to us again
                     log.warning("telegram.store_failed", update_id=update.update_id, error=str(exc))
                     await self._clock.sleep(2.0)
                     break
+                except Exception:  # a bug of ours on this update: logged, and the next ones still come
+                    log.exception("telegram.update_failed", update_id=update.update_id)
                 offset = update.update_id + 1
+            else:
+                offset = max([offset or 0, *self._skipped]) or offset
+                self._skipped.clear()
+
+    async def _readable_updates(self, offset: int | None) -> list[Update]:
+        """The pending updates read one at a time from the raw answer: one that does not parse
+        (a Bot API newer than aiogram, a broken proxy) is logged and skipped instead of
+        stopping every update behind it."""
+        url = self._api.api_url(self._bot.token, "getUpdates")
+        params = {"timeout": 0, **({"offset": offset} if offset is not None else {})}
+        readable: list[Update] = []
+        async with aiohttp.ClientSession() as http:
+            async with http.post(url, json=params, timeout=aiohttp.ClientTimeout(total=20)) as response:
+                body = await response.json(content_type=None)
+        for item in body.get("result") or []:
+            try:
+                readable.append(Update.model_validate(item, context={"bot": self._bot}))
+            except ValueError:
+                update_id = item.get("update_id") if isinstance(item, dict) else None
+                log.warning("telegram.update_unreadable", update_id=update_id)
+                if isinstance(update_id, int):
+                    self._skipped.append(update_id + 1)
+        return readable
 
     def _received(self) -> None:
         self._polled_at = time.monotonic()
@@ -346,7 +382,7 @@ class TelegramChannel:
         return (text.strip() or None) if to_us else None
 
     async def _local_command(self, message: Message, text: str, sender: str, private: bool) -> bool:
-        """/start, /help and /id are answered here; /approve, /deny and everything else go on."""
+        """/start, /help and /id are answered here; /approve, /deny, /new and everything else go on."""
         word = text.strip().split(maxsplit=1)[0].lower() if text.strip() else ""
         word = word.split("@", 1)[0]
         if word == "/id":

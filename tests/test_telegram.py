@@ -83,7 +83,39 @@ async def test_start_up_deletes_the_webhook_and_registers_the_commands(started, 
     await api.wait_for("getUpdates")
     assert api.calls_to("deleteWebhook") and api.webhook is None
     (commands,) = api.calls_to("setMyCommands")
-    assert [c["command"] for c in commands["commands"]] == ["help", "id", "approve", "deny", "jobs"]
+    assert [c["command"] for c in commands["commands"]] == ["help", "id", "approve", "deny", "new", "jobs"]
+
+
+async def test_new_starts_a_fresh_conversation_with_a_summary(started, api, fake_llm):
+    await started()
+    fake_llm.add(Step.text("Nice to meet you, Ana."))
+    api.push_message(OWNER, OWNER, "my name is Ana")
+    await replies(api, OWNER, 1)
+    fake_llm.add(Step.text("The user is called Ana."))
+    api.push_message(OWNER, OWNER, "/new@bruce_test_bot")
+    texts = await replies(api, OWNER, 2)
+    assert texts[1] == "Started a fresh conversation. I keep a short summary of what came before."
+    fake_llm.add(Step.text("Hi Ana."))
+    api.push_message(OWNER, OWNER, "hi")
+    await replies(api, OWNER, 3)
+    last = fake_llm.requests[-1]
+    assert [(m["role"], m["content"]) for m in last["messages"][1:]] == [("user", "hi")]
+    assert "The user is called Ana." in last["messages"][0]["content"]
+    assert len(fake_llm.requests) == 3
+
+
+async def test_a_saved_document_arrives_as_a_file_after_the_reply(started, api, fake_llm, tmp_path):
+    await started()
+    fake_llm.add(Step.tool_calls(("artifact_save", {"filename": "trip plan.html", "content": "<h1>Trip</h1>",
+                                                    "title": "Trip plan"})),
+                 Step.text("Here is your trip plan."))
+    api.push_message(OWNER, OWNER, "plan my trip")
+    assert await replies(api, OWNER, 1) == ["Here is your trip plan."]
+    (document,) = await api.wait_for("sendDocument")
+    assert int(document["chat_id"]) == OWNER and document["caption"] == "Trip plan"
+    assert (document["document"]["filename"], document["document"]["data"]) == ("trip-plan.html", b"<h1>Trip</h1>")
+    methods = [c.method for c in api.calls]
+    assert methods.index("sendMessage") < methods.index("sendDocument")
 
 
 async def test_a_revoked_token_is_a_start_up_error_naming_the_key(tg_config, clock, api):
@@ -383,3 +415,14 @@ async def test_doctor_asks_the_running_daemon_when_telegram_last_received(tg_con
         await app.stop()
     assert lines == [f"✓ daemon: running, console socket {tmp_path / 'bruce.sock'}",
                      f"✓ telegram: last received from the platform at {clock.now().isoformat(timespec='microseconds')}"]
+
+
+async def test_an_update_aiogram_cannot_read_is_skipped_and_receiving_goes_on(started, api, fake_llm):
+    await started()
+    await api.wait_for("getUpdates")
+    api.push_update({"message": {"message_id": 1, "date": 1_700_000_000, "text": {"not": "text"},
+                                 "chat": {"id": OWNER, "type": "private"},
+                                 "from": {"id": OWNER, "is_bot": False, "first_name": "Ana"}}})
+    fake_llm.add(Step.text("Still listening."))
+    api.push_message(OWNER, OWNER, "after the odd one")
+    assert await replies(api, OWNER, 1, timeout=30) == ["Still listening."]
