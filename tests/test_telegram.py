@@ -426,3 +426,17 @@ async def test_an_update_aiogram_cannot_read_is_skipped_and_receiving_goes_on(st
     fake_llm.add(Step.text("Still listening."))
     api.push_message(OWNER, OWNER, "after the odd one")
     assert await replies(api, OWNER, 1, timeout=30) == ["Still listening."]
+
+
+async def test_an_update_delivered_again_after_a_crash_is_answered_once(started, api, fake_llm):
+    """Telegram sends an update again when the process died before confirming it (kill -9)."""
+    app = await started()
+    message = {"message_id": 41, "date": 1_700_000_000, "text": "only once, please",
+               "chat": {"id": OWNER, "type": "private"}, "from": {"id": OWNER, "is_bot": False, "first_name": "Ana"}}
+    fake_llm.add(Step.text("Once."))
+    api.push_update({"message": message})
+    api.push_update({"message": message})
+    assert await replies(api, OWNER, 1) == ["Once."]
+    await asyncio.sleep(0.5)
+    assert [c["text"] for c in api.calls_to("sendMessage")] == ["Once."] and len(fake_llm.requests) == 1
+    assert len(await rows(app, "SELECT id FROM messages WHERE direction = 'in'")) == 1
