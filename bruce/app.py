@@ -252,7 +252,8 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
         desk=desk, outbox=outbox,
         settings=TurnSettings(name=a.name, system_prompt=a.system_prompt, zone=a.zone, max_model_calls=a.max_turns,
                               history_limit=a.history_limit, summary_batch=a.summary_batch,
-                              admin_base_url=config.admin.base_url),
+                              admin_base_url=config.admin.base_url, summary_model=config.llm.summary_model,
+                              artifacts_dir=config.tools.artifacts.dir),
     )
     recovery = Recovery(store=store, confirmations=confirmations, outbox=outbox, clock=clock, zone=a.zone,
                         served=channels.keys(), max_age_s=a.recovery_max_age_s)

@@ -1,32 +1,42 @@
-"""Chat commands that are control, not conversation: ``/approve ID`` and ``/deny ID``.
+"""Chat commands that are control, not conversation: ``/approve ID``, ``/deny ID`` and ``/new``.
 
 They are parsed here, in code, and never reach the model. A plain "yes" is only text: the
 model may not turn it into an approval, because a control signal must not travel in text
-that a model (or a prompt injection in a web page it read) can produce.
+that a model (or a prompt injection in a web page it read) can produce. ``/new`` starts a
+fresh session in the conversation (anything typed after it is ignored).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
-__all__ = ["Command", "parse_command"]
+__all__ = ["Command", "CommandName", "parse_command"]
 
-_COMMAND = re.compile(r"^/(approve|deny)(?:@\w+)?(?:\s+([0-9a-fA-F]{8}))?\s*$")
+_DECISION = re.compile(r"^/(approve|deny)(?:@\w+)?(?:\s+([0-9a-fA-F]{8}))?\s*$")
+_NEW = re.compile(r"^/new(?:@\w+)?(?=\s|$)")
+
+
+class CommandName(StrEnum):
+    APPROVE = "approve"
+    DENY = "deny"
+    NEW = "new"
 
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    name: str  # "approve" | "deny"
-    confirmation_id: str | None  # None: the id is missing or malformed
+    name: CommandName
+    confirmation_id: str | None  # None: the id is missing or malformed (and for /new)
 
 
 def parse_command(text: str) -> Command | None:
     stripped = text.strip()
-    if not stripped.startswith(("/approve", "/deny")):
+    if stripped.startswith(("/approve", "/deny")):  # a malformed decision still is one: its usage is shown
+        match = _DECISION.match(stripped)
+        if match is None:
+            return Command(CommandName.APPROVE if stripped.startswith("/approve") else CommandName.DENY, None)
+        return Command(CommandName(match.group(1)), match.group(2).lower() if match.group(2) else None)
+    if _NEW.match(stripped) is None:  # "/newsletter" is text
         return None
-    match = _COMMAND.match(stripped)
-    if match is None:
-        name = "approve" if stripped.startswith("/approve") else "deny"
-        return Command(name, None)
-    return Command(match.group(1), match.group(2).lower() if match.group(2) else None)
+    return Command(CommandName.NEW, None)

@@ -5,6 +5,8 @@ reply (closing the message it answers, in one transaction) and hands it to the o
 failure it sends a notice that names every action that completed. The same machinery serves a
 chat message (``answer``), a decision typed or tapped (``handle_command``, ``decide``), an
 approved action (``run_approved``), and a turn with no inbound message (``run_proactive``).
+``/new`` (``handle_command``) folds the session into the summary and starts a fresh one. After a
+turn's reply, each document its ``artifact.save`` calls saved is sent as a file.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from zoneinfo import ZoneInfo
 
@@ -24,15 +27,16 @@ from bruce.approvals import ApprovalDesk
 from bruce.channel import Channel, ConfirmationRequest, DecisionReport, ProgressChannel
 from bruce.claims import CORRECTION_NOTE, unbacked_claims
 from bruce.clock import Clock, parse_iso
-from bruce.commands import Command
+from bruce.commands import Command, CommandName
 from bruce.confirmations import Confirmations, Decision, PendingAction
 from bruce.contracts import ToolContract
-from bruce.errors import LLMError, LLMNotConfigured, StoreError
+from bruce.errors import ChannelSendError, LLMError, LLMNotConfigured, StoreError
 from bruce.grounding import check_links, produced_urls
 from bruce.outbox import Outbox
 from bruce.progress import Progress, showing
 from bruce.prompt import build_system_prompt
 from bruce.store import Store, StoredMessage
+from bruce.summarizer import Folded, fold_session
 from bruce.texts import (
     EMPTY_ANSWER,
     INTERNAL_ERROR,
@@ -42,6 +46,7 @@ from bruce.texts import (
     command_usage,
     decision_text,
     interrupted_by_shutdown,
+    new_session,
     proactive_failed,
     skipped_note,
     with_actions,
@@ -55,6 +60,7 @@ log = structlog.get_logger(__name__)
 
 _T = TypeVar("_T")
 _CONFIRMATION_ID = re.compile(r"[0-9a-fA-F]{8}")
+_ARTIFACT_SAVE = "artifact.save"  # its successful results name a saved document, sent after the reply
 PROACTIVE_NOTE = (
     "This turn was started by a scheduled task, not by a message from the user. The task: {prompt}\n"
     "Do it now and write what the user should read. Nobody can approve actions during this turn."
@@ -76,6 +82,8 @@ class TurnSettings:
     history_limit: int = 15
     summary_batch: int = 4
     admin_base_url: str = "http://127.0.0.1:8765"
+    summary_model: str | None = None  # for /new's summary; None: the chat model
+    artifacts_dir: Path | None = None  # tools.artifacts.dir: only files inside it are sent; None: none are
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +117,7 @@ class Conversations:
         return self._locks.setdefault(conversation_id, asyncio.Lock())
 
     async def history(self, conversation_id: str, inbound_id: int | None = None) -> list[dict[str, str]]:
-        """Every message stored so far that the summary does not cover, at most
+        """Every message of the session (since the last ``/new``) that the summary does not cover, at most
         ``history_limit + summary_batch - 1`` (folding keeps ``history_limit - 1`` and waits for
         ``summary_batch`` more, so no message is ever in neither the summary nor the history).
         With ``inbound_id``, the turn's own message comes last and later user messages of a
@@ -117,9 +125,10 @@ class Conversations:
         s = self._settings
         messages = self._store.messages
         summary = await messages.latest_summary(conversation_id)
+        after_id = max(summary.up_to_message_id if summary else 0, await messages.session_start(conversation_id))
         rows = await messages.history(conversation_id, limit=s.history_limit + s.summary_batch - 1,
                                       up_to_id=await messages.last_id(conversation_id), inbound_id=inbound_id,
-                                      after_id=summary.up_to_message_id if summary else 0)
+                                      after_id=after_id)
         return [{"role": m.role, "content": m.text} for m in rows]
 
     # entries -----------------------------------------------------------------------------
@@ -152,13 +161,17 @@ class Conversations:
         return await self._outbox.post(conversation_id, text)
 
     async def handle_command(self, inbound: StoredMessage, command: Command, sender_id: str | None) -> None:
-        """A typed ``/approve ID`` or ``/deny ID`` (the caller holds the conversation's lock)."""
+        """A typed ``/approve ID``, ``/deny ID`` or ``/new`` (the caller holds the conversation's lock)."""
         cid = inbound.conversation_id
+        if command.name is CommandName.NEW:
+            await self._new_session(inbound)
+            return
         if command.confirmation_id is None:
             await self._outbox.post(cid, command_usage(command.name), kind=MessageKind.NOTICE, inbound_id=inbound.id)
             return
         decision = await self._confirmations.decide_in_chat(
-            command.confirmation_id, conversation_id=cid, user_id=sender_id or "", approve=command.name == "approve")
+            command.confirmation_id, conversation_id=cid, user_id=sender_id or "",
+            approve=command.name is CommandName.APPROVE)
         if decision.outcome is DecisionOutcome.APPROVED and decision.action is not None:
             history = await self.history(cid, inbound.id)
             async with self._indicator(cid):
@@ -167,6 +180,20 @@ class Conversations:
         kind = MessageKind.CHAT if decision.outcome is DecisionOutcome.DENIED else MessageKind.NOTICE
         await self._outbox.post(cid, _decision_text(decision, command.confirmation_id), kind=kind,
                                 inbound_id=inbound.id)
+
+    async def _new_session(self, inbound: StoredMessage) -> None:
+        """``/new``: fold the session so far into the summary (one model call; if it fails the
+        messages leave the window all the same), start the new session at this message, and
+        close it with a notice (kept out of the model's history, like the ``/new`` itself)."""
+        cid = inbound.conversation_id
+        async with self._indicator(cid):
+            folded = await fold_session(self._store, self._llm, cid, model=self._settings.summary_model)
+        await self._store.messages.start_session(cid, at_message_id=inbound.id)
+        kept = folded is Folded.STORED or (
+            folded is Folded.NOTHING and await self._store.messages.latest_summary(cid) is not None)
+        log.info("conversation.new_session", conversation=cid, summary=str(folded))
+        await self._outbox.post(cid, new_session(summary_kept=kept, summary_failed=folded is Folded.FAILED),
+                                kind=MessageKind.NOTICE, inbound_id=inbound.id)
 
     async def decide(
         self, conversation_id: str, user_id: str, confirmation_id: str, approve: bool,
@@ -282,6 +309,7 @@ class Conversations:
             hit_ceiling=result.hit_ceiling, stopped_repeat=result.stopped_repeat, unbacked_claims=unbacked,
         ))
         await self._outbox.flush(scope.conversation_id)
+        await self._send_artifacts(scope)
         await self._send_confirmations(scope.conversation_id, scope.confirmations)
         log.info("turn.finished", llm_calls=scope.llm_calls, tools=len(result.tool_results), ceiling=result.hit_ceiling)
         return TurnOutcome(scope.turn_id, True, text, result)
@@ -296,6 +324,7 @@ class Conversations:
             reply=notice, llm_calls=scope.llm_calls, tool_calls=len(scope.results), error=error,
         ))
         await self._outbox.flush(scope.conversation_id)
+        await self._send_artifacts(scope)
         await self._send_confirmations(scope.conversation_id, scope.confirmations)
         return TurnOutcome(scope.turn_id, False, notice)
 
@@ -338,6 +367,43 @@ class Conversations:
         else:
             async with _tolerant(channel.thinking(conversation.chat_id)):
                 yield Progress()
+
+    async def _send_artifacts(self, scope: TurnScope) -> None:
+        """Send each document this turn's ``artifact.save`` calls saved, once, after the reply. A
+        failed send is logged: the turn and its reply (which has the link) stand."""
+        conversation = ConversationId.parse(scope.conversation_id)
+        channel = self._channels.get(conversation.channel)
+        if channel is None:
+            return
+        for path, caption in await self._artifact_files(scope):
+            try:
+                await channel.send_file(conversation.chat_id, path, caption)
+            except (ChannelSendError, OSError) as exc:
+                log.warning("artifact.send_failed", file=path.name, error=type(exc).__name__)
+            else:
+                log.info("artifact.sent", file=path.name)
+
+    async def _artifact_files(self, scope: TurnScope) -> list[tuple[Path, str | None]]:
+        """The files (and captions) of the artifacts this turn saved: stored for this
+        conversation, inside the artifacts folder, each once."""
+        if self._settings.artifacts_dir is None:
+            return []
+        root = self._settings.artifacts_dir.resolve()
+        files: dict[Path, str | None] = {}
+        for result in scope.results:
+            output = result.output
+            if result.name != _ARTIFACT_SAVE or not result.ok or not isinstance(output, dict):
+                continue
+            artifact_id = output.get("artifact_id")  # a dry run saved nothing and has none
+            record = await self._store.artifacts.get(artifact_id) if isinstance(artifact_id, str) else None
+            if record is None or record.conversation_id != scope.conversation_id:
+                continue
+            path = (root / record.path).resolve()
+            if not path.is_relative_to(root) or not path.is_file():
+                log.warning("artifact.not_sent", artifact=record.id, reason="not a file in the artifacts folder")
+                continue
+            files.setdefault(path, record.title or None)
+        return list(files.items())
 
     async def _send_confirmations(self, conversation_id: str, requests: list[ConfirmationRequest]) -> None:
         conversation = ConversationId.parse(conversation_id)

@@ -2,13 +2,14 @@
 
 The worker keeps the last ``history_limit`` messages verbatim; once at least ``batch``
 older messages are not yet covered, one LLM call folds them (with the previous summary)
-into a new ``session_summaries`` row. Its LLM call is recorded under a turn of source
-``summary``.
+into a new ``session_summaries`` row. ``/new`` folds all of the session at once
+(``fold_session``). Its LLM call is recorded under a turn of source ``summary``.
 """
 
 from __future__ import annotations
 
 import asyncio
+from enum import StrEnum
 
 import structlog
 
@@ -18,7 +19,7 @@ from bruce.store import Store, StoredMessage
 from bruce.turn import TurnScope, new_turn_id
 from bruce.values import TurnSource, TurnStatus
 
-__all__ = ["fold_history", "SUMMARY_INSTRUCTIONS"]
+__all__ = ["fold_history", "fold_session", "Folded", "SUMMARY_INSTRUCTIONS"]
 
 log = structlog.get_logger(__name__)
 
@@ -29,6 +30,12 @@ SUMMARY_INSTRUCTIONS = (
 )
 
 
+class Folded(StrEnum):
+    STORED = "stored"
+    NOTHING = "nothing"  # no message was waiting to be folded
+    FAILED = "failed"  # the model gave no summary; nothing was stored
+
+
 async def fold_history(
     store: Store, llm: LLM, conversation_id: str, *, keep_last: int, batch: int, model: str | None = None,
 ) -> bool:
@@ -37,6 +44,21 @@ async def fold_history(
     older = await store.messages.to_fold(conversation_id, keep_last=keep_last)
     if len(older) < batch:
         return False
+    return await _summarize(store, llm, conversation_id, older, model)
+
+
+async def fold_session(store: Store, llm: LLM, conversation_id: str, *, model: str | None = None) -> Folded:
+    """Fold every message of the session not yet in the summary, up to the first one still
+    waiting for its turn (the ``/new`` being handled): one model call, or none when nothing waits."""
+    older = await store.messages.to_fold(conversation_id, keep_last=0)
+    if not older:
+        return Folded.NOTHING
+    return Folded.STORED if await _summarize(store, llm, conversation_id, older, model) else Folded.FAILED
+
+
+async def _summarize(
+    store: Store, llm: LLM, conversation_id: str, older: list[StoredMessage], model: str | None,
+) -> bool:
     previous = await store.messages.latest_summary(conversation_id)
     transcript = "\n".join(f"{m.role}: {m.text}" for m in older)
     prompt = (

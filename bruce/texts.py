@@ -27,6 +27,7 @@ __all__ = [
     "skipped_note",
     "proactive_failed",
     "command_usage",
+    "new_session",
     "decision_text",
     "action_outcome",
     "approval_arrived_late",
@@ -102,6 +103,16 @@ def proactive_failed(notice: str) -> str:
 
 def command_usage(name: str) -> str:
     return f"Usage: /{name} ID, with the 8-character id shown in the request."
+
+
+def new_session(*, summary_kept: bool, summary_failed: bool) -> str:
+    """The reply to ``/new``: the earlier messages left the model's window, with or without a summary."""
+    if summary_failed:
+        return ("Started a fresh conversation. I could not make a summary of what came before (the language "
+                "model did not answer), so I start without it.")
+    if summary_kept:
+        return "Started a fresh conversation. I keep a short summary of what came before."
+    return "Started a fresh conversation."
 
 
 def decision_text(outcome: DecisionOutcome, confirmation_id: str, tool_name: str | None, status: str | None) -> str:

@@ -68,6 +68,19 @@ class MessageStore:
         )
         self._known_conversations.add(conversation_id)
 
+    async def session_start(self, conversation_id: str) -> int:
+        """The id of the message that started the current session (``/new``); 0 if none did.
+        The model's history holds only messages after it."""
+        row = await self._db.row("SELECT session_start_id FROM conversations WHERE id = ?", (conversation_id,))
+        return int(row["session_start_id"]) if row else 0
+
+    async def start_session(self, conversation_id: str, *, at_message_id: int) -> None:
+        """Start a fresh session at this message: what came before leaves the model's history."""
+        await self._db.execute(
+            "UPDATE conversations SET session_start_id = MAX(session_start_id, ?) WHERE id = ?",
+            (at_message_id, conversation_id),
+        )
+
     async def add_inbound(
         self, conversation_id: str, *, sender_id: str, text: str, platform_message_id: str | None,
         received_at: str | None = None,
@@ -152,10 +165,11 @@ class MessageStore:
         return str(row["created_at"]) if row else None
 
     async def to_fold(self, conversation_id: str, *, keep_last: int) -> list[StoredMessage]:
-        """Chat messages older than the last ``keep_last`` and not yet in a summary, all older
-        than any message still waiting for its turn (which must see what came before it)."""
+        """Chat messages of the current session older than the last ``keep_last`` and not yet in
+        a summary, all older than any message still waiting for its turn (which must see what
+        came before it)."""
         summary = await self.latest_summary(conversation_id)
-        after = summary.up_to_message_id if summary else 0
+        after = max(summary.up_to_message_id if summary else 0, await self.session_start(conversation_id))
         rows = await self._db.rows(
             f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND id > ?"
             f" AND {_IN_CONVERSATION} AND status != 'pending'"
@@ -206,9 +220,11 @@ class MessageStore:
     # summaries -----------------------------------------------------------------------------
 
     async def latest_summary(self, conversation_id: str) -> Summary | None:
+        """The summary that covers the most (a background fold finishing after ``/new``'s own
+        covers less, and does not replace it)."""
         row = await self._db.row(
             "SELECT summary, up_to_message_id, created_at FROM session_summaries"
-            " WHERE conversation_id = ? ORDER BY id DESC LIMIT 1",
+            " WHERE conversation_id = ? ORDER BY up_to_message_id DESC, id DESC LIMIT 1",
             (conversation_id,),
         )
         return from_row(Summary, row) if row else None

@@ -1,7 +1,9 @@
 """A recording channel: what Bruce sent, and when the thinking indicator was on.
 
 ``failures`` scripts send failures: each ``send_text`` pops the first one and raises it (a
-``ChannelSendError``, or any exception to play a channel bug; None lets that send through). ``ProgressRecordingChannel``
+``ChannelSendError``, or any exception to play a channel bug; None lets that send through);
+``file_failures`` does the same for ``send_file``, and ``files`` records each file with how many
+texts had been sent before it. ``ProgressRecordingChannel``
 also shows progress, and records every event it was shown.
 """
 
@@ -24,6 +26,8 @@ class RecordingChannel:
         self.attempts = 0  # every send_text call, failed or not
         self.confirmations: list[tuple[str, ConfirmationRequest]] = []
         self.files: list[tuple[str, Path, str | None]] = []
+        self.texts_before_file: list[int] = []  # for each file sent: len(sent) at that moment
+        self.file_failures: list[BaseException | None] = []
         self.thinking_spans: list[str] = []
         self.thinking_now = 0  # how many thinking indicators are on at this moment
         self.inbound: Inbound | None = None
@@ -61,7 +65,11 @@ class RecordingChannel:
         self.confirmations.append((chat_id, request))
 
     async def send_file(self, chat_id: str, path: Path, caption: str | None = None) -> None:
+        failure = self.file_failures.pop(0) if self.file_failures else None
+        if failure is not None:
+            raise failure
         self.files.append((chat_id, path, caption))
+        self.texts_before_file.append(len(self.sent))
 
     def texts(self, chat_id: str | None = None) -> list[str]:
         return [t for c, t in self.sent if chat_id is None or c == chat_id]
