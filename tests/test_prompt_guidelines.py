@@ -103,5 +103,6 @@ async def test_no_tools_in_a_turn_says_so(app, fake_llm):
 
 @pytest.mark.parametrize("guideline", [" Lead.", "Trail.\n"])
 async def test_a_guideline_with_stray_whitespace_is_rejected(app, guideline):
-    with pytest.raises(ContractError, match="guideline must be text without leading or trailing whitespace"):
+    with pytest.raises(ContractError) as info:
         app.registry.register(contract("test.sloppy", guideline=guideline), nothing)
+    assert str(info.value) == "tool test.sloppy: guideline must be text without leading or trailing whitespace"
