@@ -59,8 +59,14 @@ def _telegram(section: Any, context: ChannelContext) -> Channel:
     return TelegramChannel(section, clock=context.clock, assistant_name=context.config.assistant.name)
 
 
+def _discord(section: Any, context: ChannelContext) -> Channel:
+    from channels.discord import DiscordChannel
+
+    return DiscordChannel(section, clock=context.clock, assistant_name=context.config.assistant.name)
+
+
 # channel name -> factory taking that channel's config section (``channels.<name>``)
-CHANNEL_FACTORIES: dict[str, ChannelFactory] = {"telegram": _telegram}
+CHANNEL_FACTORIES: dict[str, ChannelFactory] = {"telegram": _telegram, "discord": _discord}
 
 
 def console_channel(config: Config, clock: Clock) -> ConsoleChannel:

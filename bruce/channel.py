@@ -10,7 +10,9 @@ then) and returns a handle the adapter may await to know the turn finished.
 Outbound: ``send_text`` (one piece, already split to ``max_message_length``; platform errors
 are raised as ``ChannelSendError``), ``thinking`` (held for the whole turn),
 ``send_confirmation`` (approve/deny controls), ``send_file``. A channel that can show live
-progress also has ``progress(chat_id)`` (see ``bruce.progress``); it replaces ``thinking``.
+progress also has ``progress(chat_id)`` (see ``bruce.progress``); it replaces ``thinking``. A
+channel that cuts replies itself (Discord keeps code fences whole) has ``split(text)``; the
+outbox sends and counts those pieces instead of ``split_text``'s.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ __all__ = [
     "LocalInbound",
     "Channel",
     "ProgressChannel",
+    "SplittingChannel",
     "ChannelSendError",
     "split_text",
 ]
@@ -146,6 +149,15 @@ class ProgressChannel(Protocol):
     """Optional: a channel that shows a turn's progress as well as its platform allows."""
 
     def progress(self, chat_id: str) -> AbstractAsyncContextManager[ProgressSink]: ...
+
+
+@runtime_checkable
+class SplittingChannel(Protocol):
+    """Optional: a channel that cuts a reply into its platform's messages itself."""
+
+    def split(self, text: str) -> list[str]:
+        """The reply as pieces ``send_text`` sends one by one; never empty."""
+        ...
 
 
 def split_text(text: str, limit: int) -> list[str]:

@@ -230,10 +230,13 @@ class TelegramConfig(ChannelSection):
 
 class DiscordConfig(ChannelSection):
     token: SecretStr | None = None
-    api_base: str | None = None
-    gateway_url: str | None = None
+    api_base: str | None = None  # replaces discord.py's Route.BASE, e.g. http://127.0.0.1:PORT/api/v10
+    gateway_url: str | None = None  # the gateway websocket to connect to instead of Discord's
+    allowed_channels: list[str] = Field(default_factory=list)  # guild channel ids answered on a mention; empty: none
+    ready_timeout_s: float = Field(30.0, gt=0, le=600)  # start-up fails when the gateway is not ready by then
 
     _blank = field_validator("token", "api_base", "gateway_url", mode="before")(_blank_to_none)
+    _channel_ids = field_validator("allowed_channels", mode="before")(_ids_as_text)
 
 
 class ChannelsConfig(_Model):

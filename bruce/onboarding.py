@@ -232,8 +232,7 @@ def _ask_channels(ask: Ask, say: Say, args: argparse.Namespace) -> tuple[Channel
     flagged = [n for n in TOKEN_ENV if _channel_flagged(args, n)]
     default = "both" if len(flagged) == 2 else flagged[0] if flagged else "none"
     options = ("telegram", "discord", "both", "none")
-    say("Bruce talks to you in the terminal (bruce chat) and on Telegram; the Discord adapter is not built "
-        "yet (its settings are checked and kept for when it is).")
+    say("Bruce talks to you in the terminal (bruce chat), on Telegram and on Discord.")
     answer = _question(ask, say, "Chat platform: telegram, discord, both or none", default,
                        lambda a: None if a.lower() in options else "one of: " + ", ".join(options)).lower()
     names = list(TOKEN_ENV) if answer == "both" else [] if answer == "none" else [answer]

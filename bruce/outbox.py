@@ -22,7 +22,7 @@ from datetime import timedelta
 
 import structlog
 
-from bruce.channel import Channel, ChannelSendError, split_text
+from bruce.channel import Channel, ChannelSendError, SplittingChannel, split_text
 from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.errors import StoreError
 from bruce.store import Store, StoredMessage
@@ -108,7 +108,8 @@ class Outbox:
 
     async def _send(self, channel: Channel, chat_id: str, message: StoredMessage) -> ChannelSendError | None:
         """Send the rest of one reply; the failure that left it unsent, or None once it is sent."""
-        pieces = split_text(message.text, channel.max_message_length)
+        pieces = (channel.split(message.text) if isinstance(channel, SplittingChannel)
+                  else split_text(message.text, channel.max_message_length))
         sent, failures = min(message.parts_sent, len(pieces)), 0
         while sent < len(pieces):
             try:

@@ -1,8 +1,9 @@
 """Pairing codes, and the owner's ``bruce pairing`` command.
 
 A code is 8 characters from an alphabet without look-alikes (no 0/O, no 1/I), drawn with
-``secrets``. ``bruce pairing list | approve CODE | deny CODE | revoke CHANNEL USER_ID`` work on
-the config's database (never a new one). An approved sender is answered from their next
+``secrets``. ``bruce pairing list | approve [CHANNEL] CODE | deny [CHANNEL] CODE | revoke CHANNEL
+USER_ID`` work on the config's database (never a new one); with a channel (``bruce pairing approve
+discord CODE``) the code must be one given on that channel. An approved sender is answered from their next
 message on (a running daemon looks a sender it does not know up in the database); a revoked
 one is a stranger again within ``AccessSettings.paired_refresh_s``.
 """
@@ -41,7 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="pairing_command", required=True)
     sub.add_parser("list", help="pending pairing requests")
     for verb, text in (("approve", "let the sender of this code talk to Bruce"), ("deny", "refuse this code")):
-        sub.add_parser(verb, help=text).add_argument("code", help="the 8-character code the sender was given")
+        decide = sub.add_parser(verb, help=text)
+        decide.add_argument("channel", nargs="?", help="telegram, discord, ...: the code must be from there")
+        decide.add_argument("code", help="the 8-character code the sender was given")
     revoke = sub.add_parser("revoke", help="make a paired user a stranger again")
     revoke.add_argument("channel", help="telegram, discord, ...")
     revoke.add_argument("user_id", help="their user id on that platform")
@@ -61,7 +64,7 @@ async def pairing_command(config: Config, args: argparse.Namespace, config_path:
             return _list(await store.pairing.pending(), config.assistant.zone, SystemClock().now())
         if args.pairing_command == "revoke":
             return await _revoke(config, store, args.channel, args.user_id)
-        return await _decide(store, args.code, approve=args.pairing_command == "approve")
+        return await _decide(store, args.code, approve=args.pairing_command == "approve", channel=args.channel)
     finally:
         await store.close()
 
@@ -82,8 +85,14 @@ def _list(requests: list[PairingRequestRecord], zone: ZoneInfo, now: datetime) -
     return 0
 
 
-async def _decide(store: Store, typed: str, *, approve: bool) -> int:
+async def _decide(store: Store, typed: str, *, approve: bool, channel: str | None = None) -> int:
     code = _normalized(typed)
+    if channel is not None:  # only a pending code can change; one from elsewhere is left alone
+        found = next((r for r in await store.pairing.pending() if r.code == code), None)
+        if found is not None and found.channel != channel.lower():
+            print(f"bruce: pairing code {code} was given on {found.channel}, not {channel}; nothing changed",
+                  file=sys.stderr)
+            return 1
     outcome, request = await store.pairing.decide(code, approve=approve)
     who = f"{request.channel} user {request.sender_id}" if request else ""
     if request is not None and request.display_name:
