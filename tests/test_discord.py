@@ -433,3 +433,13 @@ async def test_a_gateway_that_never_gets_ready_fails_start_up_clearly(dc_config,
             await app.start()
     finally:
         await app.stop()
+
+
+async def test_discord_down_at_boot_is_retried_until_it_answers(started, fake, fake_llm):
+    fake.fail_next("GET", r"^/users/@me$", status=502, message="Bad Gateway", times=2)
+    app = await started()  # start-up waits (up to ready_timeout_s) while the login is tried again
+    assert len(fake.calls_to("GET", r"^/users/@me$")) == 3
+    fake_llm.add(Step.text("Up now."))
+    channel = dm_channel(fake.dm(OWNER, "hello"))
+    assert await replies(fake, channel, 1) == ["Up now."]
+    assert app.worker.health()["discord"] is not None
