@@ -440,3 +440,32 @@ async def test_an_update_delivered_again_after_a_crash_is_answered_once(started,
     await asyncio.sleep(0.5)
     assert [c["text"] for c in api.calls_to("sendMessage")] == ["Once."] and len(fake_llm.requests) == 1
     assert len(await rows(app, "SELECT id FROM messages WHERE direction = 'in'")) == 1
+
+
+async def test_a_message_arriving_while_the_database_is_locked_is_kept_by_telegram(tg_config, clock, api, fake_llm):
+    """Another process holds the write lock: the update is not confirmed (no next offset), so
+    Telegram keeps it; once the lock is gone it is stored and answered, once."""
+    from tests.test_store_failures import Locker
+
+    config = tg_config()
+    config = config.model_copy(update={"storage": config.storage.model_copy(update={"busy_timeout_ms": 50})})
+    app = await build_app(config, clock=clock, environ={})
+    await app.start()
+    await api.wait_for("getUpdates")
+    locker = Locker(app.config.storage.path)
+    try:
+        locker.lock()
+        api.push_message(OWNER, OWNER, "written during a backup")
+        polls = len(api.calls_to("getUpdates"))
+        await api.wait_for("getUpdates", count=polls + 2, timeout=60)  # tried while locked
+        assert await rows(app, "SELECT id FROM messages") == []  # (WAL: reading goes on under the lock)
+        assert api.pending_updates, "the update must stay with Telegram while it cannot be stored"
+        fake_llm.add(Step.text("Stored and answered."))
+        locker.unlock()
+        assert await replies(api, OWNER, 1, timeout=60) == ["Stored and answered."]
+        await asyncio.sleep(0.3)
+        assert [c["text"] for c in api.calls_to("sendMessage")] == ["Stored and answered."]
+        assert len(await rows(app, "SELECT id FROM messages WHERE direction = 'in'")) == 1
+    finally:
+        locker.close()
+        await app.stop()
