@@ -343,9 +343,9 @@ async def connect(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWrite
     return reader, writer, hello
 
 
-async def decide_over_socket(path: Path, confirmation_id: str, approve: bool) -> LocalDecision | None:
-    """``bruce approve`` / ``deny`` delivered to the running daemon; None when none runs, or
-    when it is another user's (whoever may write the database decides there; the daemon polls)."""
+async def _ask(path: Path, request: dict[str, Any], *, timeout_s: float | None = None) -> dict[str, Any] | None:
+    """One request to our own daemon and its answer (the first event with ``ref`` 1); None when
+    no daemon answers at ``path``, or it is another user's (the caller falls back)."""
     try:
         connected = await connect(path)
     except NotOurDaemon:
@@ -354,42 +354,37 @@ async def decide_over_socket(path: Path, confirmation_id: str, approve: bool) ->
         return None
     reader, writer, _ = connected
     try:
-        writer.write(_encode({"op": "decide", "ref": 1, "id": confirmation_id, "approve": approve, "local": True}))
+        writer.write(_encode({**request, "ref": 1}))
         await writer.drain()
-        while line := await reader.readline():
+        while line := await asyncio.wait_for(reader.readline(), timeout_s):
             event = json.loads(line)
-            if event.get("ev") == "decided" and event.get("ref") == 1:
-                return LocalDecision(DecisionOutcome(event["outcome"]), event.get("tool_name"),
-                                     event.get("conversation_id"), event.get("status"), bool(event.get("runs_here")))
-            if event.get("ev") == "error" and event.get("ref") == 1:
-                raise BruceError(f"the daemon refused the decision: {event.get('error')}")
+            if isinstance(event, dict) and event.get("ref") == 1:
+                return event
         raise DaemonGone("the daemon closed the connection before answering")
     finally:
         writer.close()
 
 
+async def decide_over_socket(path: Path, confirmation_id: str, approve: bool) -> LocalDecision | None:
+    """``bruce approve`` / ``deny`` delivered to the running daemon; None when none runs, or
+    when it is another user's (whoever may write the database decides there; the daemon polls)."""
+    event = await _ask(path, {"op": "decide", "id": confirmation_id, "approve": approve, "local": True})
+    if event is None:
+        return None
+    if event.get("ev") != "decided":
+        raise BruceError(f"the daemon refused the decision: {event.get('error')}")
+    return LocalDecision(DecisionOutcome(event["outcome"]), event.get("tool_name"), event.get("conversation_id"),
+                         event.get("status"), bool(event.get("runs_here")))
+
+
 async def daemon_health(path: Path) -> dict[str, str | None] | None:
     """The running daemon's channels and when each last received (``bruce doctor``); None when
-    no daemon answers at ``path`` (or it is another user's)."""
+    no daemon answers at ``path`` (or it is another user's, or it does not answer in time)."""
     try:
-        connected = await connect(path)
-    except NotOurDaemon:
+        event = await _ask(path, {"op": "health"}, timeout_s=CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError, ValueError, DaemonGone):
         return None
-    if connected is None:
-        return None
-    reader, writer, _ = connected
-    try:
-        writer.write(_encode({"op": "health", "ref": 1}))
-        await writer.drain()
-        while line := await asyncio.wait_for(reader.readline(), CONNECT_TIMEOUT_S):
-            event = json.loads(line)
-            if event.get("ev") == "health" and event.get("ref") == 1:
-                return dict(event.get("last_receive") or {})
-        return None
-    except (OSError, TimeoutError, ValueError):
-        return None
-    finally:
-        writer.close()
+    return dict(event.get("last_receive") or {}) if event is not None and event.get("ev") == "health" else None
 
 
 class RemoteInbound:

@@ -495,7 +495,7 @@ class TelegramChannel:
             self._drafts_refused = True
             return False
         except (TelegramAPIError, TimeoutError):
-            pass  # a hiccup: the next one may go through
+            return True  # a hiccup: the next one may go through
         return True
 
 

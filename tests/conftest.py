@@ -10,6 +10,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
+from aiohttp import web  # noqa: E402
 
 from bruce.app import App, build_app  # noqa: E402
 from bruce.config import Config, parse_config  # noqa: E402
@@ -84,3 +85,23 @@ def _no_tool_worker_outlives_the_tests():
     from tools.builtin import shutdown_tools
 
     shutdown_tools()
+
+
+@pytest.fixture
+async def receiver():
+    """A local HTTP endpoint standing in for a webhook the owner allowed."""
+    received: list[dict] = []
+
+    async def hook(request: web.Request) -> web.Response:
+        received.append(await request.json())
+        return web.json_response({"accepted": True})
+
+    app = web.Application()
+    app.router.add_post("/hook", hook)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    yield f"http://127.0.0.1:{port}/hook", received
+    await runner.cleanup()

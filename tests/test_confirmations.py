@@ -9,7 +9,6 @@ import sys
 from datetime import UTC, datetime
 
 import pytest
-from aiohttp import web
 
 from bruce.app import build_app
 from bruce.contracts import ToolCall
@@ -124,26 +123,6 @@ async def test_bad_command_usage_is_explained(app, fake_llm, channel):
     await say(app, "/approve")
     assert channel.texts() == ["Usage: /approve ID, with the 8-character id shown in the request."]
     assert fake_llm.requests == []
-
-
-@pytest.fixture
-async def receiver():
-    """A local HTTP endpoint standing in for a webhook the owner allowed."""
-    received: list[dict] = []
-
-    async def hook(request: web.Request) -> web.Response:
-        received.append(await request.json())
-        return web.json_response({"accepted": True})
-
-    app = web.Application()
-    app.router.add_post("/hook", hook)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    yield f"http://127.0.0.1:{port}/hook", received
-    await runner.cleanup()
 
 
 async def test_critical_tool_needs_the_owners_local_approval(make_config, clock, fake_llm, receiver, tmp_path):

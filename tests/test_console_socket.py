@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from aiohttp import web
 
 from bruce.app import App, attach_console, build_app, socket_console
 from bruce.errors import BruceError
@@ -30,25 +29,6 @@ def notes(tmp_path):
     path = tmp_path / "notes"
     path.mkdir()
     return path
-
-
-@pytest.fixture
-async def receiver():
-    """A local HTTP endpoint standing in for a webhook the owner allowed."""
-    received: list[dict] = []
-
-    async def hook(request: web.Request) -> web.Response:
-        received.append(await request.json())
-        return web.json_response({"accepted": True})
-
-    app = web.Application()
-    app.router.add_post("/hook", hook)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield f"http://127.0.0.1:{runner.addresses[0][1]}/hook", received
-    await runner.cleanup()
 
 
 @pytest.fixture
