@@ -105,3 +105,41 @@ async def receiver():
     port = runner.addresses[0][1]
     yield f"http://127.0.0.1:{port}/hook", received
     await runner.cleanup()
+
+
+@pytest.fixture
+def notes(tmp_path: Path) -> Path:
+    """The notes folder files.write may touch, created."""
+    path = tmp_path / "notes"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def platform_config(make_config: Callable[..., Config], tmp_path: Path) -> Callable[[str, dict[str, Any]], Config]:
+    """A config with one chat platform's section (``channels.<name>``), quick send retries, and
+    tools that can act (notes, artifacts, an allowed webhook URL)."""
+
+    def make(name: str, section: dict[str, Any]) -> Config:
+        return make_config(channels={name: section, "send_backoff_s": 0.01},
+                           tools={"files": {"notes_dir": str(tmp_path / "notes")},
+                                  "artifacts": {"dir": str(tmp_path / "artifacts")},
+                                  "http_post": {"allowed_urls": ["https://example.org/hook"]}})
+
+    return make
+
+
+@pytest.fixture
+async def start_app(clock: FakeClock) -> AsyncIterator[Callable[[Config], Any]]:
+    """Build and start apps from a config (their channels built from it); all stopped afterwards."""
+    apps: list[App] = []
+
+    async def start(config: Config) -> App:
+        app = await build_app(config, clock=clock, environ={})
+        apps.append(app)
+        await app.start()
+        return app
+
+    yield start
+    for app in apps:
+        await app.stop()

@@ -19,13 +19,6 @@ from tests.helpers import db_rows, incoming, rows, say
 
 
 @pytest.fixture
-def notes(tmp_path):
-    path = tmp_path / "notes"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 async def console_app(make_config, clock, notes, tmp_path):
     config = make_config(tools={"files": {"notes_dir": str(notes)}, "artifacts": {"dir": str(tmp_path / "art")},
                                 "approval_poll_s": 0.05})

@@ -25,13 +25,6 @@ from tests.test_cli import BRUCE, clean_env, wait_for_request
 
 
 @pytest.fixture
-def notes(tmp_path):
-    path = tmp_path / "notes"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def daemon_config(make_config, tmp_path, notes, receiver):
     url, _ = receiver
     return make_config(

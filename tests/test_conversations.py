@@ -17,13 +17,6 @@ from tests.fakes.llm_server import Step
 from tests.helpers import incoming, rows, say
 
 
-@pytest.fixture
-def notes(tmp_path):
-    path = tmp_path / "notes"
-    path.mkdir()
-    return path
-
-
 def offered(request) -> set[str]:
     return {t["function"]["name"] for t in request.get("tools") or []}
 

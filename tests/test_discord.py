@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from bruce.app import App, build_app
+from bruce.app import build_app
 from bruce.errors import ChannelSendError, ConfigError
 from channels.discord import translate_error
 from channels.discord_format import fences_balanced
@@ -30,31 +30,19 @@ async def fake():
 
 
 @pytest.fixture
-def dc_config(make_config, fake, tmp_path):
+def dc_config(platform_config, fake):
     def make(**discord):
         section = {"enabled": True, "token": fake.token, "api_base": fake.api_base, "gateway_url": fake.gateway_url,
                    "allowed_users": [OWNER, FRIEND], "allowed_channels": [fake.guild_channel_id],
                    "ready_timeout_s": 20, **discord}
-        return make_config(channels={"discord": section, "send_backoff_s": 0.01},
-                           tools={"files": {"notes_dir": str(tmp_path / "notes")},
-                                  "artifacts": {"dir": str(tmp_path / "artifacts")},
-                                  "http_post": {"allowed_urls": ["https://example.org/hook"]}})
+        return platform_config("discord", section)
     return make
 
 
 @pytest.fixture
-async def started(dc_config, clock):
-    apps: list[App] = []
-
-    async def start(**discord) -> App:
-        app = await build_app(dc_config(**discord), clock=clock, environ={})
-        apps.append(app)
-        await app.start()
-        return app
-
-    yield start
-    for app in apps:
-        await app.stop()
+def started(dc_config, start_app):
+    """Start an app with this platform enabled; keyword arguments go into its section."""
+    return lambda **discord: start_app(dc_config(**discord))
 
 
 def bot_texts(fake: FakeDiscord, channel_id: int | str) -> list[str]:

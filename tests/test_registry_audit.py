@@ -34,13 +34,6 @@ SKIPPED = ("Not done: this action needs the user's approval, and this turn was n
 
 
 @pytest.fixture
-def notes(tmp_path):
-    path = tmp_path / "notes"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def tool_dirs(tmp_path, notes):
     return {"files": {"notes_dir": str(notes)}, "artifacts": {"dir": str(tmp_path / "artifacts")}}
 

@@ -9,7 +9,7 @@ import json
 import aiohttp
 import pytest
 
-from bruce.app import App, build_app
+from bruce.app import build_app
 from bruce.errors import ConfigError
 from tests.fakes.llm_server import Step
 from tests.fakes.telegram_api import FakeTelegramAPI
@@ -26,30 +26,18 @@ async def api():
 
 
 @pytest.fixture
-def tg_config(make_config, api, tmp_path):
+def tg_config(platform_config, api):
     def make(**telegram):
         section = {"enabled": True, "token": api.token, "api_base": api.base_url, "allowed_users": [OWNER],
                    "poll_timeout_s": 1, **telegram}
-        return make_config(channels={"telegram": section, "send_backoff_s": 0.01},
-                           tools={"files": {"notes_dir": str(tmp_path / "notes")},
-                                  "artifacts": {"dir": str(tmp_path / "artifacts")},
-                                  "http_post": {"allowed_urls": ["https://example.org/hook"]}})
+        return platform_config("telegram", section)
     return make
 
 
 @pytest.fixture
-async def started(tg_config, clock):
-    apps: list[App] = []
-
-    async def start(**telegram) -> App:
-        app = await build_app(tg_config(**telegram), clock=clock, environ={})
-        apps.append(app)
-        await app.start()
-        return app
-
-    yield start
-    for app in apps:
-        await app.stop()
+def started(tg_config, start_app):
+    """Start an app with this platform enabled; keyword arguments go into its section."""
+    return lambda **telegram: start_app(tg_config(**telegram))
 
 
 async def replies(api: FakeTelegramAPI, chat: int, count: int, timeout: float = 20) -> list[str]:
