@@ -384,6 +384,13 @@ class ConsoleConfig(_Model):
     socket_path: Path = Path("data/bruce.sock")  # the daemon's local console socket (mode 0600)
 
 
+class SchedulerConfig(_Model):
+    enabled: bool = True
+    misfire_grace_s: int = Field(21600, ge=0, le=30 * 86400)  # a run late by more than this is missed, not fired
+    max_failures: int = Field(3, ge=1, le=100)  # consecutive failed deliveries that flag a job
+    dedup_window_s: int = Field(600, ge=0, le=86400)  # the same job created again within this returns the first
+
+
 class Config(_Model):
     assistant: AssistantConfig = Field(default_factory=AssistantConfig)  # the zone is read when it is made
     llm: LLMConfig = LLMConfig()
@@ -393,6 +400,7 @@ class Config(_Model):
     tools: ToolsConfig = ToolsConfig()
     logging: LoggingConfig = LoggingConfig()
     console: ConsoleConfig = ConsoleConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
 
     def anchored(self, base_dir: Path) -> Config:
         """This config with each relative path (``storage.path``, ``tools.artifacts.dir``,

@@ -34,7 +34,7 @@ from bruce.errors import ChannelSendError, LLMError, LLMNotConfigured, StoreErro
 from bruce.grounding import check_links, produced_urls
 from bruce.outbox import Outbox
 from bruce.progress import Progress, showing
-from bruce.prompt import build_system_prompt
+from bruce.prompt import ScheduledRun, build_system_prompt
 from bruce.store import Store, StoredMessage
 from bruce.summarizer import Folded, fold_session
 from bruce.texts import (
@@ -61,11 +61,6 @@ log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 _CONFIRMATION_ID = re.compile(r"[0-9a-fA-F]{8}")
 _ARTIFACT_SAVE = "artifact.save"  # its successful results name a saved document, sent after the reply
-PROACTIVE_NOTE = (
-    "This turn was started by a scheduled task, not by a message from the user. The task: {prompt}\n"
-    "Do it now and write what the user should read. Nobody can approve actions during this turn."
-)
-
 
 class TurnTools(Tools, Protocol):
     """The tools as a turn uses them: the loop's, plus the contracts offered (for the prompt)."""
@@ -94,6 +89,7 @@ class TurnOutcome:
     ok: bool
     text: str
     result: TurnResult | None = None
+    quiet: bool = False  # a scheduled run with nothing to report: nothing was sent
 
 
 class Conversations:
@@ -141,13 +137,15 @@ class Conversations:
 
     async def run_proactive(
         self, conversation_id: str, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,
-        job_id: str | None = None, tools: ToolFilter | None = None,
+        job_id: str | None = None, tools: ToolFilter | None = None, quiet_token: str | None = None,
     ) -> TurnOutcome:
-        """A turn with no inbound message (a scheduled briefing): tools limited by ``tools``,
-        never one that needs approval; the answer goes through the outbox."""
+        """A turn with no inbound message (a scheduled briefing): ``prompt`` is its user-role
+        instruction, the system prompt says it is a scheduled run; tools limited by ``tools``,
+        never one that needs approval; the answer goes through the outbox. An answer that is
+        exactly ``quiet_token`` is not sent (the outcome is ``quiet``)."""
         await self._ensure(conversation_id)
         scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation_id, user_id=None, source=source,
-                          unattended=True, tool_filter=tools)
+                          unattended=True, tool_filter=tools, scheduled=ScheduledRun(job_id, quiet_token))
         async with self.lock(conversation_id):
             with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=conversation_id,
                                                          job=job_id):
@@ -283,11 +281,11 @@ class Conversations:
         system_prompt = build_system_prompt(
             system_prompt=s.system_prompt, name=s.name, summary=summary.summary if summary else None,
             now=self._clock.now(), zone=s.zone, previous_message_at=parse_iso(previous) if previous else None,
-            tools=self._registry.offered(scope),
+            tools=self._registry.offered(scope), scheduled=scope.scheduled,
         )
         history: list[dict[str, Any]] = list(await self.history(cid, inbound.id if inbound else None))
         if prompt is not None:
-            history.append({"role": "user", "content": PROACTIVE_NOTE.format(prompt=prompt)})
+            history.append({"role": "user", "content": prompt})
         result = await run_agent_loop(self._llm, self._registry, system_prompt, history, s.max_model_calls,
                                       scope=scope)
         return result, [{"role": "system", "content": system_prompt}, *history]
@@ -298,6 +296,12 @@ class Conversations:
         if not result.text:  # nothing to say is not an answer: a clear note, and the turn is not ok
             notice = NOT_FINISHED if result.hit_ceiling or result.stopped_repeat else EMPTY_ANSWER
             return await self._fail(scope, inbound, notice, error="empty answer")
+        quiet = scope.scheduled.quiet_token if scope.scheduled else None
+        if quiet and result.text.strip() == quiet:  # notify if_actionable, nothing to report: nothing sent
+            await asyncio.shield(self._store.messages.finish_turn(
+                scope.turn_id, status=TurnStatus.OK, llm_calls=scope.llm_calls, tool_calls=len(result.tool_results)))
+            log.info("turn.quiet", llm_calls=scope.llm_calls)
+            return TurnOutcome(scope.turn_id, True, "", result, quiet=True)
         existing = await self._store.artifacts.existing_paths(produced_urls(result.tool_results))
         text = check_links(result.text, result.tool_results, admin_base=self._settings.admin_base_url,
                            existing=existing).text

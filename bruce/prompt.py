@@ -1,9 +1,10 @@
-"""The four-layer system prompt. Each layer is one small pure function; ``build_system_prompt``
+"""The four-layer system prompt (a fifth for a scheduled run). Each layer is one small pure function; ``build_system_prompt``
 joins them. Time comes in as an argument (from the injected clock), never from the machine."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -17,6 +18,8 @@ __all__ = [
     "DOMAIN_GUIDELINES",
     "build_system_prompt",
     "describe_gap",
+    "ScheduledRun",
+    "scheduled_run_context",
 ]
 
 
@@ -133,13 +136,34 @@ def build_system_prompt(
     zone: ZoneInfo,
     previous_message_at: datetime | None,
     tools: Iterable[ToolContract],
+    scheduled: ScheduledRun | None = None,
 ) -> str:
-    """The whole system prompt; ``tools``: the contracts the model is offered this turn."""
-    return "\n\n".join(
-        [
-            base_layer(system_prompt, name=name),
-            conversation_context(summary),
-            temporal_context(now, zone, previous_message_at),
-            tool_execution_guidelines(tools),
-        ]
-    )
+    """The whole system prompt; ``tools``: the contracts the model is offered this turn;
+    ``scheduled``: this turn is a proactive job's run, not an answer to a message."""
+    layers = [
+        base_layer(system_prompt, name=name),
+        conversation_context(summary),
+        temporal_context(now, zone, previous_message_at),
+        tool_execution_guidelines(tools),
+    ]
+    if scheduled is not None:
+        layers.append(scheduled_run_context(scheduled))
+    return "\n\n".join(layers)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledRun:
+    job_id: str | None
+    quiet_token: str | None = None  # notify if_actionable: answer exactly this when there is nothing to report
+
+
+def scheduled_run_context(run: ScheduledRun) -> str:
+    lines = [
+        "This turn was started by a scheduled job" + (f" ({run.job_id})" if run.job_id else "")
+        + ", not by a message from the user. The user's last message is the instruction the job was",
+        "created with; do it now and write what the user should read. Nobody can approve actions",
+        "during this turn, and you cannot create, change or cancel scheduled jobs from it.",
+    ]
+    if run.quiet_token:
+        lines.append(f"If there is nothing worth telling the user, answer exactly {run.quiet_token} and nothing else.")
+    return "<scheduled_run>\n" + "\n".join(lines) + "\n</scheduled_run>"

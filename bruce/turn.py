@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from bruce.channel import ConfirmationRequest
 from bruce.contracts import ToolContract, ToolResult
 from bruce.progress import NO_PROGRESS, Progress
+from bruce.prompt import ScheduledRun
 from bruce.values import ToolStatus, TurnSource
 
 __all__ = ["TurnScope", "ToolFilter", "new_turn_id"]
@@ -28,6 +29,7 @@ class TurnScope:
     source: TurnSource = TurnSource.CHAT
     unattended: bool = False  # nobody to ask: tools that need approval are skipped, never parked
     tool_filter: ToolFilter | None = None
+    scheduled: ScheduledRun | None = None  # a proactive job's run
     progress: Progress = NO_PROGRESS
     _llm_seq: int = 0
     confirmations: list[ConfirmationRequest] = field(default_factory=list)

@@ -8,6 +8,8 @@ from enum import StrEnum
 
 __all__ = [
     "ConversationId",
+    "JobStatus",
+    "JobRunStatus",
     "Direction",
     "MessageKind",
     "MessageStatus",
@@ -67,6 +69,24 @@ class TurnSource(StrEnum):
     PROACTIVE = "proactive"
     CONFIRMATION = "confirmation"
     SUMMARY = "summary"
+
+
+class JobStatus(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    DONE = "done"  # a one-off job whose delivery is stored
+    MISSED = "missed"  # a one-off job that fell due longer than the grace ago while Bruce was down
+    CANCELLED = "cancelled"
+
+
+class JobRunStatus(StrEnum):
+    RUNNING = "running"  # claimed; a crash leaves it so, and the next start settles it
+    DELIVERED = "delivered"  # stored and sent
+    UNSENT = "unsent"  # stored; the platform refused it for now (the outbox keeps trying)
+    QUIET = "quiet"  # agent mode, notify if_actionable: nothing to report, nothing sent
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"  # the process stopped during an agent run
+    MISSED = "missed"  # fell due beyond the grace: not fired, the user told once
 
 
 class TurnStatus(StrEnum):

@@ -1,7 +1,7 @@
 """The one database, by concern: ``Store.open(path, clock)`` gives one connection and one write
 lock shared by ``messages`` (conversations, messages, summaries, turns), ``audit`` (llm_calls,
 tool_executions, idempotency keys), ``confirmations``, ``artifacts`` and ``pairing``
-(pairing_requests, paired_users). New concerns (jobs, memory) get a module here and an
+(pairing_requests, paired_users), ``jobs`` (proactive_jobs, job_runs). New concerns (memory) get a module here and an
 attribute on ``Store``."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from bruce.store.artifacts import ArtifactStore
 from bruce.store.audit import AuditStore
 from bruce.store.confirmations import ConfirmationStore
 from bruce.store.database import Database
+from bruce.store.jobs import JobRecord, JobRunRecord, JobStore
 from bruce.store.messages import MessageStore
 from bruce.store.pairing import PairingStore
 from bruce.store.records import (
@@ -36,6 +37,8 @@ __all__ = [
     "ConfirmationRecord",
     "ArtifactRecord",
     "PairingRequestRecord",
+    "JobRecord",
+    "JobRunRecord",
 ]
 
 
@@ -47,6 +50,7 @@ class Store:
         self.confirmations = ConfirmationStore(database)
         self.artifacts = ArtifactStore(database)
         self.pairing = PairingStore(database)
+        self.jobs = JobStore(database)
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock, *, busy_timeout_ms: int = 5000, create: bool = True) -> Store:

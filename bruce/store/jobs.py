@@ -1,0 +1,166 @@
+"""``proactive_jobs`` and ``job_runs``: what is scheduled, and each firing of it.
+
+A firing is claimed by inserting its ``job_runs`` row, unique on ``(job_id, scheduled_for)``,
+before anything is delivered: whichever process or retry claims a run second gets nothing to
+do, so a run is delivered at most once, even across a crash between sending and marking."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, fields
+from typing import Any
+
+from bruce.store.database import Database
+from bruce.store.records import from_row
+from bruce.values import JobRunStatus, JobStatus
+
+__all__ = ["JobStore", "JobRecord", "JobRunRecord"]
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    id: str
+    conversation_id: str
+    execution_mode: str
+    content: str
+    schedule_kind: str
+    schedule_value: str
+    timezone: str
+    notify: str
+    description: str
+    status: JobStatus
+    next_run_at: str | None
+    anchor_at: str
+    failures: int
+    flagged: str | None
+    dedup_key: str
+    created_at: str
+    updated_at: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", JobStatus(self.status))
+
+
+@dataclass(frozen=True, slots=True)
+class JobRunRecord:
+    id: int
+    job_id: str
+    scheduled_for: str
+    started_at: str
+    finished_at: str | None
+    status: JobRunStatus
+    turn_id: str | None
+    message_id: int | None
+    delivered_text: str | None
+    error: str | None
+    lateness_ms: int | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", JobRunStatus(self.status))
+
+
+_LIVE = ("active", "paused")
+
+
+class JobStore:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def create(self, job: JobRecord, *, dedup_since: str) -> tuple[JobRecord, bool]:
+        """Store ``job``, unless a live job with the same ``dedup_key`` was created since
+        ``dedup_since``: then that one (and False). One transaction, so two identical requests
+        at once make one job."""
+        async with self._db.transaction() as db:
+            async with db.execute(
+                "SELECT * FROM proactive_jobs WHERE dedup_key = ? AND created_at >= ? AND status IN (?, ?)"
+                " ORDER BY created_at LIMIT 1", (job.dedup_key, dedup_since, *_LIVE)) as cur:
+                found: sqlite3.Row | None = await cur.fetchone()
+            if found is not None:
+                return from_row(JobRecord, found), False
+            names = [f.name for f in fields(JobRecord)]
+            values = [str(job.status) if n == "status" else getattr(job, n) for n in names]
+            await db.execute(f"INSERT INTO proactive_jobs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                             values)
+        return job, True
+
+    async def get(self, job_id: str) -> JobRecord | None:
+        row = await self._db.row("SELECT * FROM proactive_jobs WHERE id = ?", (job_id,))
+        return from_row(JobRecord, row) if row else None
+
+    async def for_conversation(self, conversation_id: str, *, live_only: bool = True) -> list[JobRecord]:
+        sql = "SELECT * FROM proactive_jobs WHERE conversation_id = ?"
+        params: list[Any] = [conversation_id]
+        if live_only:
+            sql += " AND status IN (?, ?)"
+            params += _LIVE
+        rows = await self._db.rows(sql + " ORDER BY next_run_at IS NULL, next_run_at, created_at", params)
+        return [from_row(JobRecord, r) for r in rows]
+
+    async def all(self, *, live_only: bool = False) -> list[JobRecord]:
+        sql = "SELECT * FROM proactive_jobs"
+        if live_only:
+            sql += " WHERE status IN ('active', 'paused')"
+        rows = await self._db.rows(sql + " ORDER BY created_at, id")
+        return [from_row(JobRecord, r) for r in rows]
+
+    async def active(self) -> list[JobRecord]:
+        rows = await self._db.rows("SELECT * FROM proactive_jobs WHERE status = 'active' ORDER BY next_run_at")
+        return [from_row(JobRecord, r) for r in rows]
+
+    async def update(self, job_id: str, *, expect: tuple[str, ...] = _LIVE, **changes: Any) -> bool:
+        """Change a job that is in one of the ``expect`` states; False when it is not (any more)."""
+        changes = {k: str(v) if isinstance(v, JobStatus) else v for k, v in changes.items()}
+        changes["updated_at"] = self._db.now()
+        sets = ", ".join(f"{k} = ?" for k in changes)
+        marks = ", ".join("?" * len(expect))
+        _, count = await self._db.execute(f"UPDATE proactive_jobs SET {sets} WHERE id = ? AND status IN ({marks})",
+                                          (*changes.values(), job_id, *expect))
+        return count == 1
+
+    # runs ---------------------------------------------------------------------------------
+
+    async def claim_run(self, job_id: str, scheduled_for: str, *, lateness_ms: int,
+                        status: JobRunStatus = JobRunStatus.RUNNING, error: str | None = None) -> int | None:
+        """The run's id, or None when this ``(job_id, scheduled_for)`` was claimed before."""
+        now = self._db.now()
+        finished = None if status is JobRunStatus.RUNNING else now
+        async with self._db.transaction() as db:
+            cur = await db.execute(
+                "INSERT INTO job_runs (job_id, scheduled_for, started_at, finished_at, status, error, lateness_ms)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, scheduled_for) DO NOTHING",
+                (job_id, scheduled_for, now, finished, str(status), error, lateness_ms))
+            return int(cur.lastrowid) if cur.rowcount == 1 and cur.lastrowid else None
+
+    async def finish_run(self, run_id: int, *, status: JobRunStatus, turn_id: str | None = None,
+                         message_id: int | None = None, text: str | None = None, error: str | None = None) -> None:
+        await self._db.execute(
+            "UPDATE job_runs SET status = ?, finished_at = ?, turn_id = ?, message_id = ?, delivered_text = ?,"
+            " error = ? WHERE id = ?", (str(status), self._db.now(), turn_id, message_id, text, error, run_id))
+
+    async def runs(self, job_id: str, *, limit: int = 20) -> list[JobRunRecord]:
+        rows = await self._db.rows("SELECT * FROM job_runs WHERE job_id = ? ORDER BY scheduled_for DESC, id DESC"
+                                   " LIMIT ?", (job_id, limit))
+        return [from_row(JobRunRecord, r) for r in rows]
+
+    async def unfinished_runs(self) -> list[JobRunRecord]:
+        """Runs a stopped process left ``running``."""
+        rows = await self._db.rows("SELECT * FROM job_runs WHERE status = 'running' ORDER BY id")
+        return [from_row(JobRunRecord, r) for r in rows]
+
+    async def outbound_since(self, conversation_id: str, text: str, since: str) -> int | None:
+        """The id of an outbound message with exactly ``text`` stored since ``since``, if any: how a
+        run interrupted after its message was stored is recognised as delivered."""
+        row = await self._db.row("SELECT id FROM messages WHERE conversation_id = ? AND direction = 'out'"
+                                 " AND text = ? AND created_at >= ? ORDER BY id LIMIT 1",
+                                 (conversation_id, text, since))
+        return int(row["id"]) if row else None
+
+    async def turn_for_job(self, job_id: str, since: str) -> tuple[str, str] | None:
+        """The (turn id, status) of the job's turn started since ``since``, if any."""
+        row = await self._db.row("SELECT id, status FROM turns WHERE job_id = ? AND started_at >= ?"
+                                 " ORDER BY started_at LIMIT 1", (job_id, since))
+        return (str(row["id"]), str(row["status"])) if row else None
+
+    async def message_status(self, message_id: int) -> tuple[str, str | None] | None:
+        row = await self._db.row("SELECT status, send_error FROM messages WHERE id = ?", (message_id,))
+        return (str(row["status"]), row["send_error"]) if row else None
