@@ -78,11 +78,17 @@ class Schedule:
         return f"{get_description(self.value, options)} ({self.zone.key})"
 
 
+def _shown(value: Any) -> str:
+    """A value quoted in an error, cut short: the model may send anything, of any size."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
 def zone_named(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ScheduleError(f"timezone: unknown zone {name!r}; use an IANA name such as America/Sao_Paulo") from None
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file name
+        raise ScheduleError(f"timezone: unknown zone {_shown(name)}; use an IANA name such as America/Sao_Paulo") from None
 
 
 def local_text(moment: datetime, zone: ZoneInfo) -> str:
@@ -113,7 +119,7 @@ def parse_schedule(args: dict[str, Any], *, now: datetime, default_zone: ZoneInf
     expression = _cron_text(value)
     schedule = Schedule("cron", expression, zone, now)
     if schedule.next_after(now) is None:
-        raise ScheduleError(f"cron: {expression!r} never runs")
+        raise ScheduleError(f"cron: {_shown(expression)} never runs")
     return schedule
 
 
@@ -137,13 +143,13 @@ def _instant(value: Any, zone: ZoneInfo) -> datetime:
     try:
         moment = datetime.fromisoformat(value.strip())
     except ValueError:
-        raise ScheduleError(f"at: {value!r} is not an ISO 8601 date-time such as 2026-12-08T09:00:00") from None
+        raise ScheduleError(f"at: {_shown(value)} is not an ISO 8601 date-time such as 2026-12-08T09:00:00") from None
     return moment if moment.tzinfo else moment.replace(tzinfo=zone)  # no offset: local time in the zone
 
 
 def _whole(value: Any, name: str, *, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-        raise ScheduleError(f"{name}: give a whole number of seconds, not {value!r}")
+        raise ScheduleError(f"{name}: give a whole number of seconds, not {_shown(value)}")
     if value < minimum:
         raise ScheduleError(f"{name}: must be at least {minimum} (got {int(value)})")
     if value > 10 * 366 * 86400:
@@ -158,8 +164,8 @@ def _cron_text(value: Any) -> str:
     try:
         _cron(expression, ZoneInfo("UTC"))
     except ValueError as exc:
-        raise ScheduleError(f"cron: {value!r} is not a valid 5-field cron expression "
-                            f"(minute hour day-of-month month day-of-week, e.g. '0 8 * * 1-5'): {exc}") from None
+        raise ScheduleError(f"cron: {_shown(value)} is not a valid 5-field cron expression "
+                            f"(minute hour day-of-month month day-of-week, e.g. '0 8 * * 1-5'): {_shown(str(exc))}") from None
     return expression
 
 

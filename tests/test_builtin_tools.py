@@ -36,6 +36,8 @@ async def test_clock_now_in_another_zone_and_a_bad_zone(app):
     assert (await run(app, "clock_now", {"timezone": "Asia/Tokyo"})).output["time"] == "21:00:00"
     bad = await run(app, "clock_now", {"timezone": "Nowhere/City"})
     assert bad.status == "invalid_args" and "unknown timezone 'Nowhere/City'" in bad.error
+    huge = await run(app, "clock_now", {"timezone": "x" * 100_000})  # too long for a file name: OSError before
+    assert huge.status == "invalid_args" and "unknown timezone" in huge.error and len(huge.error) < 300
 
 
 @pytest.mark.parametrize(

@@ -94,3 +94,11 @@ def test_each_bad_schedule_gets_an_error_naming_what_to_fix(args, says):
 
 def test_local_text_names_weekday_offset_and_zone():
     assert local_text(NOW, SP) == "Thu 2026-12-03 07:00 -03 (America/Sao_Paulo)"
+
+
+@pytest.mark.parametrize("field", ["at", "cron", "timezone"])
+def test_a_huge_argument_gets_a_short_error(field):
+    args = {field: "x" * 1_000_000} | ({"in_seconds": 60} if field == "timezone" else {})
+    with pytest.raises(ScheduleError) as caught:
+        parse(**args)
+    assert len(str(caught.value)) < 400 and caught.value.args[0].startswith(field)

@@ -53,8 +53,8 @@ async def clock_now(args: dict[str, Any], ctx: ToolContext) -> dict[str, str]:
     name = args.get("timezone")
     try:
         zone = ZoneInfo(name) if name else ctx.zone
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ToolInputInvalid(f"unknown timezone {name!r}; use an IANA name such as America/Sao_Paulo") from None
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file name
+        raise ToolInputInvalid(f"unknown timezone {str(name)[:60]!r}; use an IANA name such as America/Sao_Paulo") from None
     local = ctx.clock.now().astimezone(zone)
     offset = local.strftime("%z")
     return {
