@@ -26,11 +26,13 @@ from bruce.confirmations import Confirmations
 from bruce.contracts import ToolContract, ToolHandler
 from bruce.conversations import Conversations, TurnSettings
 from bruce.errors import BruceError, ConfigError, ContractError
+from bruce.jobs import JobBook
 from bruce.llm import LLMService
 from bruce.log import Redactor
 from bruce.outbox import Outbox, OutboxSettings
 from bruce.recovery import Recovery
 from bruce.registry import ToolRegistry
+from bruce.scheduler import Scheduler, SchedulerSettings
 from bruce.store import Store
 from bruce.worker import Worker, WorkerSettings
 
@@ -104,11 +106,11 @@ async def daemon_health(config: Config) -> dict[str, str | None] | None:
     return await ask(config.console.socket_path)
 
 
-def tool_set(config: Config, store: Store | None) -> list[tuple[ToolContract, ToolHandler]]:
+def tool_set(config: Config, store: Store | None, jobs: JobBook | None = None) -> list[tuple[ToolContract, ToolHandler]]:
     """The built-in tools. With ``store`` None only the contracts are usable (``bruce tools``)."""
     from tools.builtin import builtin_tools
 
-    return builtin_tools(config, store=store)
+    return builtin_tools(config, store=store, jobs=jobs)
 
 
 @dataclass
@@ -120,6 +122,8 @@ class App:
     registry: ToolRegistry
     worker: Worker
     outbox: Outbox
+    jobs: JobBook
+    scheduler: Scheduler | None = None  # None: scheduler.enabled is false
     channels: dict[str, Channel] = field(default_factory=dict)
     _stopped: bool = field(default=False, init=False)
     _locks: list[TextIO] = field(default_factory=list, init=False)
@@ -149,6 +153,9 @@ class App:
             if section.enabled and name not in CHANNEL_FACTORIES:
                 notes.append(f"channels.{name}.enabled is true, but this version of Bruce has no {name} adapter; "
                              "that channel stays off.")
+        if self.scheduler is None:
+            notes.append("scheduler.enabled is false: reminders and scheduled jobs are stored but never sent; "
+                         "set it to true to have them fire.")
         if not any(n != "console" for n in self.channels):
             via = getattr(self.channels.get("console"), "path", None)
             notes.append("No chat platform is enabled; talk to Bruce with `bruce chat` in another terminal"
@@ -168,6 +175,8 @@ class App:
         for note in self.warnings():
             log.warning("app.setup_incomplete", hint=note)
         await self.worker.recover(up_to_id=left_over)
+        if self.scheduler is not None:
+            await self.scheduler.start()
 
     async def stop(self) -> None:
         """Drain and close; calling it again does nothing."""
@@ -175,7 +184,11 @@ class App:
             return
         self._stopped = True
         try:
+            if self.scheduler is not None:
+                await self.scheduler.stop()  # no new firing; the runs in flight drain with the turns
             await self.worker.close(self.config.assistant.shutdown_timeout_s)
+            if self.scheduler is not None:
+                await self.scheduler.wait_idle()
         finally:
             await self._close_rest()
 
@@ -186,6 +199,8 @@ class App:
             await channel.stop()
         await self.store.close()
         shutdown_tools()  # the tools' worker processes (calculator, page reader)
+        if self.scheduler is not None:
+            self.scheduler.release()
         for handle in self._locks:  # closing the file releases the lock
             handle.close()
         self._locks.clear()
@@ -208,14 +223,14 @@ def _access_rules(sections: Mapping[str, ChannelSection]) -> dict[str, AccessRul
 
 
 async def _registry(config: Config, store: Store, clock: Clock, redactor: Redactor,
-                    confirmations: Confirmations) -> ToolRegistry:
+                    confirmations: Confirmations, jobs: JobBook) -> ToolRegistry:
     registry = ToolRegistry(
         store=store, clock=clock, zone=config.assistant.zone, confirmations=confirmations,
         default_timeout_s=config.tools.timeout_s, audit_output_max_chars=config.tools.audit_output_max_chars,
         overrides=config.tools.overrides, redactor=redactor,
     )
     try:
-        registry.register_all(tool_set(config, store))
+        registry.register_all(tool_set(config, store, jobs))
     except ContractError as exc:
         raise ConfigError(str(exc)) from None
     return registry
@@ -244,7 +259,9 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
                     extra_channels: list[Channel]) -> App:
     llm = LLMService(config.llm, store=store, clock=clock, environ=environ)
     confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
-    registry = await _registry(config, store, clock, redactor, confirmations)
+    jobs = JobBook(store=store, clock=clock, zone=config.assistant.zone,
+                   dedup_window_s=config.scheduler.dedup_window_s)
+    registry = await _registry(config, store, clock, redactor, confirmations, jobs)
     channels = _configured_channels(config, clock)
     channels.update({c.name: c for c in extra_channels})
     a, c = config.assistant, config.channels
@@ -271,5 +288,11 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
                                 history_limit=a.history_limit, summary_batch=a.summary_batch,
                                 summary_model=config.llm.summary_model),
     )
+    scheduler = None
+    if config.scheduler.enabled:
+        s = config.scheduler
+        scheduler = Scheduler(store=store, clock=clock, book=jobs, doors=worker, notices=outbox,
+                              settings=SchedulerSettings(misfire_grace_s=s.misfire_grace_s, max_failures=s.max_failures,
+                                                         lock_path=Path(f"{config.storage.path}.scheduler.lock")))
     return App(config=config, clock=clock, store=store, llm=llm, registry=registry, worker=worker, outbox=outbox,
-               channels=channels)
+               jobs=jobs, scheduler=scheduler, channels=channels)

@@ -58,16 +58,6 @@ class Schedule:
         fire: datetime | None = _cron(self.value, self.zone).get_next_fire_time(None, after + timedelta(microseconds=1))
         return fire
 
-    def latest_at_or_before(self, moment: datetime, since: datetime) -> datetime | None:
-        """The last run due in ``(since, moment]``: the one a coalesced catch-up fires."""
-        found, cursor = None, since
-        for _ in range(100_000):  # a minute-by-minute cron over a long downtime is still bounded
-            nxt = self.next_after(cursor)
-            if nxt is None or nxt > moment:
-                return found
-            found, cursor = nxt, nxt
-        return found
-
     def describe(self) -> str:
         if self.kind == "at":
             return f"once, {local_text(self.anchor, self.zone)}"
@@ -193,8 +183,6 @@ def _weekdays(field: str) -> str:
         else:
             start = _day(first)
             end = _day(last) if last is not None else (6 if step else start)
-            if last is not None and last == "7":
-                end = 7
         if end < start:
             raise ValueError(f"bad day-of-week range {token!r}")
         days.update(d % 7 for d in range(start, end + 1, int(step or 1)))

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from bruce.values import DecisionOutcome
 
 __all__ = [
+    "job_missed",
+    "jobs_listing",
     "LLM_DOWN",
     "INTERNAL_ERROR",
     "NOT_FINISHED",
@@ -99,6 +101,19 @@ def skipped_note(tools: Sequence[str]) -> str:
 
 def proactive_failed(notice: str) -> str:
     return f"I could not complete a scheduled task. {notice}"
+
+
+def job_missed(content: str, when: str, mode: str) -> str:
+    what = "reminder" if mode == "message" else "scheduled task"
+    shown = content if len(content) <= 300 else content[:297] + "..."
+    return (f"I was not running when this {what} was due ({when}), and it is too late to send it now, "
+            f"so it was not sent: {shown}")
+
+
+def jobs_listing(lines: list[str]) -> str:
+    if not lines:
+        return "No scheduled jobs in this conversation."
+    return "Scheduled jobs in this conversation:\n" + "\n".join(f"- {line}" for line in lines)
 
 
 def command_usage(name: str) -> str:

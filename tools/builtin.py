@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bruce.config import Config
 from bruce.contracts import ToolContract, ToolHandler
+from bruce.jobs import JobBook
 from bruce.store import Store
 from tools.artifacts import artifact_save_tool
 from tools.calculator import MATH_CALCULATE, math_calculate
@@ -16,9 +17,10 @@ from tools.web_tools import web_tools
 __all__ = ["builtin_tools", "shutdown_tools"]
 
 
-def builtin_tools(config: Config, *, store: Store | None) -> list[tuple[ToolContract, ToolHandler]]:
-    """Every built-in tool. ``store`` may be None when only the contracts are wanted
-    (``bruce tools``); the artifact tool then cannot run."""
+def builtin_tools(config: Config, *, store: Store | None,
+                  jobs: JobBook | None = None) -> list[tuple[ToolContract, ToolHandler]]:
+    """Every built-in tool. ``store`` and ``jobs`` may be None when only the contracts are wanted
+    (``bruce tools``); the artifact and proactive tools then cannot run."""
     t = config.tools
     return [
         (CLOCK_NOW, clock_now),

@@ -131,6 +131,27 @@ class JobStore:
                 (job_id, scheduled_for, now, finished, str(status), error, lateness_ms))
             return int(cur.lastrowid) if cur.rowcount == 1 and cur.lastrowid else None
 
+    async def release_run(self, run_id: int) -> None:
+        """Forget a claim that delivered nothing (the daemon was stopping): the run fires again."""
+        await self._db.execute("DELETE FROM job_runs WHERE id = ? AND status = 'running'", (run_id,))
+
+    async def due_index(self) -> dict[str, str]:
+        """Every active job's next run (job id -> UTC ISO): what the timer must hold."""
+        rows = await self._db.rows("SELECT id, next_run_at FROM proactive_jobs WHERE status = 'active'"
+                                   " AND next_run_at IS NOT NULL")
+        return {str(r["id"]): str(r["next_run_at"]) for r in rows}
+
+    async def reply_of_turn(self, turn_id: str) -> tuple[int, str, str | None] | None:
+        """The (message id, status, send error) of the reply a turn stored, if any."""
+        row = await self._db.row("SELECT id, status, send_error FROM messages WHERE turn_id = ? AND direction = 'out'"
+                                 " ORDER BY id LIMIT 1", (turn_id,))
+        return (int(row["id"]), str(row["status"]), row["send_error"]) if row else None
+
+    async def tools_run_in(self, turn_id: str) -> int:
+        """How many tool executions a turn recorded (a run that acted is never run again)."""
+        row = await self._db.row("SELECT count(*) AS n FROM tool_executions WHERE turn_id = ?", (turn_id,))
+        return int(row["n"]) if row else 0
+
     async def finish_run(self, run_id: int, *, status: JobRunStatus, turn_id: str | None = None,
                          message_id: int | None = None, text: str | None = None, error: str | None = None) -> None:
         await self._db.execute(
