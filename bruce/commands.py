@@ -1,9 +1,10 @@
-"""Chat commands that are control, not conversation: ``/approve ID``, ``/deny ID`` and ``/new``.
+"""Chat commands that are control, not conversation: ``/approve ID``, ``/deny ID``, ``/new`` and ``/jobs``.
 
 They are parsed here, in code, and never reach the model. A plain "yes" is only text: the
 model may not turn it into an approval, because a control signal must not travel in text
 that a model (or a prompt injection in a web page it read) can produce. ``/new`` starts a
-fresh session in the conversation (anything typed after it is ignored).
+fresh session in the conversation (anything typed after it is ignored); ``/jobs`` lists the
+conversation's scheduled jobs.
 """
 
 from __future__ import annotations
@@ -16,18 +17,20 @@ __all__ = ["Command", "CommandName", "parse_command"]
 
 _DECISION = re.compile(r"^/(approve|deny)(?:@\w+)?(?:\s+([0-9a-fA-F]{8}))?\s*$")
 _NEW = re.compile(r"^/new(?:@\w+)?(?=\s|$)")
+_JOBS = re.compile(r"^/jobs(?:@\w+)?(?=\s|$)")
 
 
 class CommandName(StrEnum):
     APPROVE = "approve"
     DENY = "deny"
     NEW = "new"
+    JOBS = "jobs"
 
 
 @dataclass(frozen=True, slots=True)
 class Command:
     name: CommandName
-    confirmation_id: str | None  # None: the id is missing or malformed (and for /new)
+    confirmation_id: str | None  # None: the id is missing or malformed (and for /new, /jobs)
 
 
 def parse_command(text: str) -> Command | None:
@@ -37,6 +40,8 @@ def parse_command(text: str) -> Command | None:
         if match is None:
             return Command(CommandName.APPROVE if stripped.startswith("/approve") else CommandName.DENY, None)
         return Command(CommandName(match.group(1)), match.group(2).lower() if match.group(2) else None)
+    if _JOBS.match(stripped) is not None:
+        return Command(CommandName.JOBS, None)
     if _NEW.match(stripped) is None:  # "/newsletter" is text
         return None
     return Command(CommandName.NEW, None)

@@ -32,6 +32,7 @@ from bruce.confirmations import Confirmations, Decision, PendingAction
 from bruce.contracts import ToolContract
 from bruce.errors import ChannelSendError, LLMError, LLMNotConfigured, StoreError
 from bruce.grounding import check_links, produced_urls
+from bruce.jobs import JobView
 from bruce.outbox import Outbox
 from bruce.progress import Progress, showing
 from bruce.prompt import ScheduledRun, build_system_prompt
@@ -46,6 +47,7 @@ from bruce.texts import (
     command_usage,
     decision_text,
     interrupted_by_shutdown,
+    jobs_listing,
     new_session,
     proactive_failed,
     skipped_note,
@@ -159,10 +161,14 @@ class Conversations:
         return await self._outbox.post(conversation_id, text)
 
     async def handle_command(self, inbound: StoredMessage, command: Command, sender_id: str | None) -> None:
-        """A typed ``/approve ID``, ``/deny ID`` or ``/new`` (the caller holds the conversation's lock)."""
+        """A typed ``/approve ID``, ``/deny ID``, ``/new`` or ``/jobs`` (the caller holds the conversation's lock)."""
         cid = inbound.conversation_id
         if command.name is CommandName.NEW:
             await self._new_session(inbound)
+            return
+        if command.name is CommandName.JOBS:
+            listing = jobs_listing([JobView(job).line() for job in await self._store.jobs.for_conversation(cid)])
+            await self._outbox.post(cid, listing, kind=MessageKind.NOTICE, inbound_id=inbound.id)
             return
         if command.confirmation_id is None:
             await self._outbox.post(cid, command_usage(command.name), kind=MessageKind.NOTICE, inbound_id=inbound.id)

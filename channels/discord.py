@@ -88,7 +88,6 @@ UNSUPPORTED = "I can only read text messages for now; files, images and stickers
 HELP = ("I'm {name}, your assistant. Write to me in a direct message, or mention me in a channel I'm allowed in. "
         "When an action needs your approval I ask first, with buttons. Documents I save arrive as files. "
         "/new starts a fresh conversation (I keep a short summary of this one). /id shows your Discord user id.")
-NO_JOBS = "There are no scheduled jobs: this version has no scheduler."
 NOT_HERE = "I don't answer in this channel."
 
 
@@ -360,11 +359,11 @@ class DiscordChannel:
 
         @tree.command(name="new", description="start a fresh conversation (a summary of this one is kept)")
         async def new(interaction: discord.Interaction) -> None:
-            await self._slash_new(interaction)
+            await self._slash_to_core(interaction, "/new", "Starting a fresh conversation…")
 
-        @tree.command(name="jobs", description="scheduled jobs (not in this version)")
+        @tree.command(name="jobs", description="your reminders and scheduled jobs, with their next run")
         async def jobs(interaction: discord.Interaction) -> None:
-            await self._ephemeral(interaction, NO_JOBS)
+            await self._slash_to_core(interaction, "/jobs", "Listing your scheduled jobs…")
 
         @tree.command(name="help", description="what I can do")
         async def help_(interaction: discord.Interaction) -> None:
@@ -378,20 +377,20 @@ class DiscordChannel:
         with contextlib.suppress(*_SEND_ERRORS):
             await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
 
-    async def _slash_new(self, interaction: discord.Interaction) -> None:
-        """``/new`` goes to the core as the text ``/new`` (it answers in the conversation)."""
+    async def _slash_to_core(self, interaction: discord.Interaction, text: str, ack: str) -> None:
+        """``/new`` and ``/jobs`` go to the core as that text (it answers in the conversation)."""
         channel = interaction.channel
         private = channel is None or _is_dm(channel)
         if self._inbound is None or interaction.channel_id is None or not private and not self._allowed_here(channel):
             await self._ephemeral(interaction, NOT_HERE)
             return
         allowed = str(interaction.user.id) in self._section.allowed_users
-        await self._ephemeral(interaction, "Starting a fresh conversation…" if allowed else "Got it.")
+        await self._ephemeral(interaction, ack if allowed else "Got it.")
         async with self._order:
             try:
                 await self._inbound.deliver(IncomingMessage(
                     channel=self.name, chat_id=str(interaction.channel_id), sender_id=str(interaction.user.id),
-                    text="/new", platform_message_id=f"interaction:{interaction.id}",
+                    text=text, platform_message_id=f"interaction:{interaction.id}",
                     timestamp=interaction.created_at, private=private,
                     sender_name=interaction.user.display_name or interaction.user.name))
             except StoreError as exc:

@@ -96,7 +96,7 @@ ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 COMMANDS = [("help", "what I can do"), ("id", "your Telegram user id, for the allow-list"),
             ("approve", "approve a pending request: /approve ID"), ("deny", "deny a pending request: /deny ID"),
             ("new", "start a fresh conversation (a summary of this one is kept)"),
-            ("jobs", "scheduled jobs (not in this version)")]
+            ("jobs", "your reminders and scheduled jobs, with their next run")]
 STEP_TEXT = {"web.search": "Searching the web…", "web.read_url": "Reading a page…", "math.calculate": "Calculating…",
              "clock.now": "Checking the time…", "artifact.save": "Saving a document…",
              "files.write": "Preparing a note…", "http.post": "Preparing a request…"}
@@ -382,7 +382,7 @@ class TelegramChannel:
         return (text.strip() or None) if to_us else None
 
     async def _local_command(self, message: Message, text: str, sender: str, private: bool) -> bool:
-        """/start, /help and /id are answered here; /approve, /deny, /new and everything else go on."""
+        """/start, /help and /id are answered here; /approve, /deny, /new, /jobs and everything else go on."""
         word = text.strip().split(maxsplit=1)[0].lower() if text.strip() else ""
         word = word.split("@", 1)[0]
         if word == "/id":
@@ -390,9 +390,6 @@ class TelegramChannel:
             return True
         if word in ("/start", "/help") and (sender in self._section.allowed_users or not private):
             await self._reply(message.chat.id, HELP.format(name=self._assistant))
-            return True
-        if word == "/jobs" and sender in self._section.allowed_users:
-            await self._reply(message.chat.id, "There are no scheduled jobs: this version has no scheduler.")
             return True
         return False  # /start from a stranger goes on to admission (pairing explains itself)
 

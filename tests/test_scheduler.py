@@ -13,7 +13,7 @@ from bruce.scheduler import Scheduler, SchedulerSettings
 from bruce.store import Store
 from bruce.values import JobRunStatus, JobStatus
 from tests.fakes.llm_server import Step
-from tests.helpers import rows
+from tests.helpers import rows, say
 
 CID = "test:c1"
 
@@ -277,3 +277,18 @@ async def test_an_agent_run_never_runs_a_tool_that_needs_approval(app_factory, c
     (run,) = await app.store.jobs.runs(job.id)
     assert run.status is JobRunStatus.DELIVERED
     assert "I could not post it." in channel.texts()[0]
+
+
+async def test_jobs_in_chat_lists_this_conversations_jobs_with_the_next_run_in_local_time(app, channel, fake_llm):
+    mine = await remind(app, "Call Ana", in_seconds=120)
+    await app.jobs.create("test:c2", {"execution_mode": "message", "content": "Secret of c2", "in_seconds": 60})
+    await say(app, "/jobs")
+    (listing,) = channel.texts("c1")
+    assert listing.startswith("Scheduled jobs in this conversation:")
+    assert mine.id in listing and "'Call Ana'" in listing
+    assert "next Wed 2026-12-02 09:02 -03 (America/Sao_Paulo)" in listing  # 12:02 UTC, in the assistant's zone
+    assert "Secret of c2" not in listing
+    assert fake_llm.requests == []
+    await app.jobs.cancel(CID, mine.id)
+    await say(app, "/jobs")
+    assert channel.texts("c1")[-1] == "No scheduled jobs in this conversation."
