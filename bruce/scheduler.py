@@ -41,7 +41,7 @@ from apscheduler.triggers.date import DateTrigger
 from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.contracts import ToolContract
 from bruce.conversations import TurnOutcome
-from bruce.errors import ShuttingDown
+from bruce.errors import ShuttingDown, StoreError
 from bruce.jobs import QUIET_TOKEN, JobBook
 from bruce.schedule import Schedule, local_text
 from bruce.store import Store
@@ -53,6 +53,8 @@ from bruce.values import JobRunStatus, JobStatus, MessageKind, MessageStatus, Tu
 __all__ = ["Scheduler", "SchedulerSettings", "Doors", "no_proactive_tools"]
 
 log = structlog.get_logger(__name__)
+
+EARLY_TOLERANCE = timedelta(milliseconds=500)  # a timer this early still fires (clock granularity)
 
 
 class Doors(Protocol):
@@ -162,6 +164,11 @@ class Scheduler:
         """Arm every active job as the table has it, disarm the rest, fire what is due now."""
         if not self.running:
             return
+        try:
+            if await self._jobs.mark_sent_runs():
+                log.info("scheduler.unsent_runs_delivered")
+        except StoreError as exc:  # only bookkeeping: the next sync does it
+            log.warning("scheduler.mark_sent_failed", error=str(exc))
         index = await self._jobs.due_index()
         for job_id in set(self._armed) - set(index):
             self._disarm(job_id)
@@ -239,14 +246,19 @@ class Scheduler:
             except Exception:  # the run stays 'running': settled at the next start
                 log.exception("scheduler.fire_crashed")
 
-    async def _fire(self, job_id: str, scheduled_for: str) -> None:
+    async def _fire(self, job_id: str, scheduled_for: str, *, again: bool = True) -> None:
         job = await self._jobs.get(job_id)
         if job is None or job.status is not JobStatus.ACTIVE or job.next_run_at != scheduled_for:
             return  # paused, cancelled, rescheduled or already moved on meanwhile
         lateness = self._clock.now() - parse_iso(scheduled_for)
-        run_id = await self._jobs.claim_run(job_id, scheduled_for, lateness_ms=_ms(lateness))
+        if lateness < -EARLY_TOLERANCE:  # the wall clock went back since the timer was set
+            log.info("scheduler.early", early_ms=-_ms(lateness))
+            self._arm(job_id, scheduled_for)
+            return
+        run_id = await self._jobs.claim_run(job_id, scheduled_for, lateness_ms=max(_ms(lateness), 0))
         if run_id is None:
-            log.info("scheduler.already_claimed")
+            if again:
+                await self._claimed_before(job, scheduled_for)
             return
         log.info("scheduler.firing", mode=job.execution_mode, lateness_ms=_ms(lateness))
         try:
@@ -260,6 +272,24 @@ class Scheduler:
             await self._jobs.finish_run(run_id, status=JobRunStatus.FAILED, error=f"{type(exc).__name__}: {exc}"[:500])
             status, detail = JobRunStatus.FAILED, f"{type(exc).__name__}: {exc}"
         await self._advance(job, scheduled_for, status, detail)
+
+    async def _claimed_before(self, job: JobRecord, scheduled_for: str) -> None:
+        """The run was claimed already, yet the job still waits for it: an attempt in this
+        process failed part-way (the database was locked, say), or another scheduler has it.
+        A finished run only moves the job on; a run left ``running`` is settled as at start-up,
+        when this process holds the scheduler lock (it is then no one else's)."""
+        run = await self._jobs.run_for(job.id, scheduled_for)
+        if run is None:
+            return
+        if run.status is not JobRunStatus.RUNNING:
+            log.info("scheduler.run_finished_before", status=str(run.status))
+            await self._advance(job, scheduled_for, run.status, run.error)
+        elif self._lock is not None:
+            await self._settle(job, run)
+            if await self._jobs.run_for(job.id, scheduled_for) is None:  # released: nothing went out
+                await self._fire(job.id, scheduled_for, again=False)
+        else:
+            log.info("scheduler.already_claimed")
 
     async def _deliver(self, job: JobRecord, run_id: int) -> tuple[JobRunStatus, str | None]:
         """Send the run's message or run its turn; record it. (status, error or None)."""

@@ -177,11 +177,11 @@ async def test_two_schedulers_on_one_database_deliver_once_even_without_the_lock
 async def test_a_crash_between_sending_and_marking_does_not_send_twice(app_factory, channel, clock):
     first = await app_factory()
     job = await remind(first, in_seconds=60)
+    await first.scheduler.stop()
     clock.advance(seconds=60)
     # the state kill -9 leaves right after the send: the run claimed, the message stored and sent, the run unmarked
     await first.store.jobs.claim_run(job.id, job.next_run_at, lateness_ms=0)
     await first.worker.post(CID, "Call Ana")
-    await first.scheduler.stop()
     await first.stop()
     second = await app_factory()
     await second.scheduler.wait_idle()
@@ -194,8 +194,8 @@ async def test_a_crash_between_sending_and_marking_does_not_send_twice(app_facto
 async def test_a_crash_after_claiming_before_storing_fires_once_at_the_restart(app_factory, channel, clock):
     first = await app_factory()
     job = await remind(first, in_seconds=60)
-    await first.store.jobs.claim_run(job.id, job.next_run_at, lateness_ms=0)  # then the process died
     await first.scheduler.stop()
+    await first.store.jobs.claim_run(job.id, job.next_run_at, lateness_ms=0)  # then the process died
     await first.stop()
     clock.advance(seconds=90)
     second = await app_factory()
@@ -228,9 +228,12 @@ async def test_repeated_failed_deliveries_are_recorded_and_flag_the_job(app, cha
     unsent = await rows(app, "SELECT text, status FROM messages WHERE direction = 'out'")
     assert unsent == [{"text": "Call Ana", "status": "unsent"}] * 3  # kept: the outbox sends them when it can
     channel.fail_sends = False
+    await app.outbox.resend_all()  # what the outbox's background resend does
     await tick(app, clock, seconds=60)
+    assert channel.texts() == ["Call Ana"] * 4
     stored = await app.store.jobs.get(job.id)
     assert stored.failures == 0 and stored.flagged is None
+    assert [r.status for r in await app.store.jobs.runs(job.id)] == [JobRunStatus.DELIVERED] * 4
 
 
 async def test_a_paused_job_does_not_fire_and_a_resumed_one_does(app, channel, clock):
@@ -292,3 +295,41 @@ async def test_jobs_in_chat_lists_this_conversations_jobs_with_the_next_run_in_l
     await app.jobs.cancel(CID, mine.id)
     await say(app, "/jobs")
     assert channel.texts("c1")[-1] == "No scheduled jobs in this conversation."
+
+
+async def test_a_locked_database_at_firing_time_delays_the_reminder_but_does_not_lose_it(app_factory, channel, clock):
+    from tests.test_store_failures import Locker
+
+    app = await app_factory(storage={"busy_timeout_ms": 50})
+    job = await remind(app, in_seconds=60)
+    locker = Locker(app.config.storage.path)
+    try:
+        locker.lock()
+        await tick(app, clock, seconds=60)
+        assert channel.texts() == []
+        locker.unlock()
+        await tick(app, clock, seconds=30)  # the next sync
+    finally:
+        locker.close()
+    assert channel.texts() == ["Call Ana"]
+    (run,) = await app.store.jobs.runs(job.id)
+    assert run.status is JobRunStatus.DELIVERED and run.lateness_ms == 30_000
+
+
+async def test_a_run_left_running_by_a_failed_attempt_is_settled_without_a_restart(app, channel, clock):
+    job = await remind(app, "Water the plants", every_seconds=60)
+    clock.advance(seconds=60)
+    await app.store.jobs.claim_run(job.id, job.next_run_at, lateness_ms=0)  # an attempt that died after claiming
+    await tick(app, clock)
+    assert channel.texts() == ["Water the plants"]
+    await tick(app, clock, seconds=60)
+    assert channel.texts() == ["Water the plants"] * 2
+    assert [r.status for r in await app.store.jobs.runs(job.id)] == [JobRunStatus.DELIVERED] * 2
+
+
+async def test_a_timer_that_goes_off_early_waits_for_the_clock(app, channel, clock):
+    job = await remind(app, in_seconds=60)
+    await app.scheduler._fire(job.id, job.next_run_at)  # as if the wall clock had gone back a minute
+    assert channel.texts() == [] and await app.store.jobs.runs(job.id) == []
+    await tick(app, clock, seconds=60)
+    assert channel.texts() == ["Call Ana"]

@@ -163,6 +163,17 @@ class JobStore:
                                    " LIMIT ?", (job_id, limit))
         return [from_row(JobRunRecord, r) for r in rows]
 
+    async def mark_sent_runs(self) -> int:
+        """Runs recorded ``unsent`` whose message the outbox has sent since: ``delivered``."""
+        _, count = await self._db.execute(
+            "UPDATE job_runs SET status = 'delivered', error = NULL WHERE status = 'unsent' AND message_id IN"
+            " (SELECT id FROM messages WHERE direction = 'out' AND status = 'sent')")
+        return count
+
+    async def run_for(self, job_id: str, scheduled_for: str) -> JobRunRecord | None:
+        row = await self._db.row("SELECT * FROM job_runs WHERE job_id = ? AND scheduled_for = ?", (job_id, scheduled_for))
+        return from_row(JobRunRecord, row) if row else None
+
     async def unfinished_runs(self) -> list[JobRunRecord]:
         """Runs a stopped process left ``running``."""
         rows = await self._db.rows("SELECT * FROM job_runs WHERE status = 'running' ORDER BY id")
