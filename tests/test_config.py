@@ -275,3 +275,14 @@ def test_a_directory_is_no_timezone():
 ])
 def test_variable_defaults_behave_like_the_shell(value, environ, expected):
     assert parse_config({"assistant": {"name": f"{value}!"}}, environ=environ).assistant.name == f"{expected}!"
+
+
+def test_scheduler_keys_are_checked_with_their_path():
+    found = problems({"scheduler": {"enabled": "sometimes", "misfire_grace_s": -5, "max_failures": 0,
+                                    "every": 3}})
+    assert any(p.startswith("scheduler.enabled: must be true or false") for p in found)
+    assert any(p.startswith("scheduler.misfire_grace_s: must be at least 0") for p in found)
+    assert any(p.startswith("scheduler.max_failures: must be at least 1") for p in found)
+    assert "scheduler.every: unknown key" in found
+    config = parse_config({"scheduler": {"enabled": False, "misfire_grace_s": 600}}, environ={})
+    assert (config.scheduler.enabled, config.scheduler.misfire_grace_s) == (False, 600)
