@@ -107,9 +107,24 @@ class Scheduler:
         """Take the lock, settle what the last process left, catch up, arm every active job.
         False (and a warning) when another process runs the scheduler for this database."""
         if not self._take_lock():
-            log.warning("scheduler.not_started", reason="another Bruce process runs the scheduler for this database",
-                        lock=str(self._settings.lock_path))
+            log.warning("scheduler.not_started", reason="another Bruce process runs the scheduler for this database; "
+                        "this one takes over when it stops", lock=str(self._settings.lock_path))
+            self._sync_task = asyncio.create_task(self._wait_for_lock(), name="scheduler.wait_for_lock")
             return False
+        await self._begin()
+        return True
+
+    async def _wait_for_lock(self) -> None:
+        """A second process: try the lock again every sync interval, and take over once it is free."""
+        while not self._take_lock():
+            await asyncio.sleep(self._settings.sync_interval_s)
+        log.info("scheduler.taking_over")
+        try:
+            await self._begin()
+        except Exception:
+            log.exception("scheduler.take_over_failed")
+
+    async def _begin(self) -> None:
         await self._settle_unfinished()
         await self._catch_up()
         self._timer = AsyncIOScheduler(timezone=UTC, job_defaults={"misfire_grace_time": None, "coalesce": True,
@@ -120,13 +135,12 @@ class Scheduler:
         self._book.changed = self._changed
         self._sync_task = asyncio.create_task(self._sync_loop(), name="scheduler.sync")
         log.info("scheduler.started", jobs=len(self._armed) + len(self._firing))
-        return True
 
     async def stop(self) -> None:
         """No new firing; runs in flight finish with the worker's drain (``Worker.close``)."""
         self.running = False
         self._book.changed = lambda job_id: None
-        for task in (self._sync_task, self._change_task):
+        for task in (self._sync_task, self._change_task):  # (the sync task may be the wait for the lock)
             if task is not None:
                 task.cancel()
         await asyncio.gather(*(t for t in (self._sync_task, self._change_task) if t is not None),

@@ -145,15 +145,32 @@ async def test_a_recurring_job_that_missed_three_runs_fires_once(app_factory, ch
     assert (await second.store.jobs.get(job.id)).next_run_at == "2026-12-02T12:04:00.000000+00:00"
 
 
-async def test_a_second_scheduler_on_the_same_database_does_not_start(app, channel, clock, make_config):
+async def test_a_second_scheduler_on_the_same_database_waits_and_takes_over_when_the_first_stops(
+        app, channel, clock, make_config):
     config = make_config()
     other_store = await Store.open(config.storage.path, clock)
+    other = Scheduler(store=other_store, clock=clock, book=app.jobs, doors=app.worker, notices=app.outbox,
+                      settings=SchedulerSettings(lock_path=app.scheduler._settings.lock_path, sync_interval_s=0.02))
     try:
-        other = Scheduler(store=other_store, clock=clock, book=app.jobs, doors=app.worker, notices=app.outbox,
-                          settings=SchedulerSettings(lock_path=app.scheduler._settings.lock_path))
         assert await other.start() is False
+        await asyncio.sleep(0.1)
         assert not other.running
+        job = await remind(app, in_seconds=60)
+        await app.scheduler.stop()
+        app.scheduler.release()  # the first process went away
+        for _ in range(200):
+            if other.running:
+                break
+            await asyncio.sleep(0.02)
+        assert other.running
+        clock.advance(seconds=60)
+        await other.sync()
+        await other.wait_idle()
+        assert channel.texts() == ["Call Ana"]
+        assert (await app.store.jobs.get(job.id)).status is JobStatus.DONE
     finally:
+        await other.stop()
+        other.release()
         await other_store.close()
 
 
