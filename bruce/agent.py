@@ -3,7 +3,10 @@ owns no state between turns.
 
 Ceilings: at most ``max_model_calls`` model calls may use tools (config
 ``assistant.max_turns``); after that one last call is made with tools disabled, and its text is
-the answer. A model that repeats an identical call
+the answer. The same happens when the next call would take the turn past ``max_turn_tokens``
+(config ``assistant.max_turn_tokens``: prompt plus completion tokens over the turn's calls, as
+the provider reported them; the next call's prompt is estimated as the last one's, plus its
+completion, plus what was appended since at four characters a token). A model that repeats an identical call
 (same tool, same arguments) is stopped early: the repeat is not executed, the model is told
 why, and the last call is made at once.
 """
@@ -33,6 +36,10 @@ CEILING_NOTE = (
 AFTER_REPEAT_NOTE = (
     "Repeating the same tool call will not help. Do not call tools. Answer the user now with "
     "what the tool results above show, and say plainly what is still undone."
+)
+TOKEN_NOTE = (
+    "This turn has used the tokens it may use. Do not call tools. Answer the user now with what "
+    "the tool results above show, and say plainly what is still undone."
 )
 REPEAT_NOTE = (
     "Not executed: you already called {name} with exactly these arguments in this turn, and its "
@@ -85,6 +92,13 @@ async def _execute(registry: Tools, call: ToolCall, scope: TurnScope) -> ToolRes
     return result
 
 
+def _next_prompt(reply: LLMReply, appended: list[dict[str, Any]]) -> int:
+    """The next call's prompt tokens, estimated: the last prompt, its completion, and what was
+    appended since (the assistant message and the tool results) at four characters a token."""
+    added = sum(len(json.dumps(m, ensure_ascii=False, default=str)) for m in appended) // 4
+    return (reply.prompt_tokens or 0) + (reply.completion_tokens or 0) + added
+
+
 async def run_agent_loop(
     llm: LLM,
     registry: Tools,
@@ -93,16 +107,20 @@ async def run_agent_loop(
     max_model_calls: int = 5,
     *,
     scope: TurnScope,
+    max_turn_tokens: int | None = None,
 ) -> TurnResult:
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}, *history]
     definitions = registry.definitions(scope) or None
     seen: set[tuple[str, str]] = set()
     results: list[ToolResult] = []
-    repeated = False
+    repeated = out_of_tokens = False
+    used = 0
     for calls in range(1, max_model_calls + 1):
         reply = await llm.complete(messages, scope=scope, tools=definitions)
+        used += (reply.prompt_tokens or 0) + (reply.completion_tokens or 0)
         if not reply.tool_calls:
             return TurnResult((reply.text or "").strip(), calls, tuple(results), False, False)
+        sent_before = len(messages)
         messages.append(reply.as_message())
         fresh: list[ToolCall] = []
         for call in reply.tool_calls:
@@ -124,11 +142,17 @@ async def run_agent_loop(
         results.extend(executed)
         if repeated:
             break
+        if max_turn_tokens is not None and calls < max_model_calls and \
+                used + _next_prompt(reply, messages[sent_before:]) > max_turn_tokens:
+            out_of_tokens = True
+            log.info("agent.token_ceiling_hit", used_tokens=used, max_turn_tokens=max_turn_tokens)
+            break
     else:
         calls = max_model_calls
     hit_ceiling = not repeated
-    if hit_ceiling:
+    if hit_ceiling and not out_of_tokens:
         log.info("agent.ceiling_hit", max_model_calls=max_model_calls)
-    messages.append({"role": "system", "content": AFTER_REPEAT_NOTE if repeated else CEILING_NOTE})
+    note = AFTER_REPEAT_NOTE if repeated else TOKEN_NOTE if out_of_tokens else CEILING_NOTE
+    messages.append({"role": "system", "content": note})
     final = await llm.complete(messages, scope=scope, tools=None)
     return TurnResult((final.text or "").strip(), calls + 1, tuple(results), hit_ceiling, repeated)

@@ -274,6 +274,7 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
         store=store, llm=llm, registry=registry, clock=clock, channels=channels, confirmations=confirmations,
         desk=desk, outbox=outbox,
         settings=TurnSettings(name=a.name, system_prompt=a.system_prompt, zone=a.zone, max_model_calls=a.max_turns,
+                              max_turn_tokens=a.max_turn_tokens,
                               history_limit=a.history_limit, summary_batch=a.summary_batch,
                               admin_base_url=config.admin.base_url, summary_model=config.llm.summary_model,
                               artifacts_dir=config.tools.artifacts.dir),

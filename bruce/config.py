@@ -124,6 +124,7 @@ class AssistantConfig(_Model):
     timezone: str = Field(default_factory=local_zone_name)  # parse_config fills it from its environ
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     max_turns: int = Field(5, ge=1, le=50)
+    max_turn_tokens: int = Field(60000, ge=1000, le=10_000_000)  # prompt + completion over a turn's model calls
     history_limit: int = Field(15, ge=2, le=500)
     summary_batch: int = Field(4, ge=1, le=100)
     max_message_chars: int = Field(16000, ge=100, le=MAX_MESSAGE_CHARS)

@@ -76,6 +76,7 @@ class TurnSettings:
     system_prompt: str
     zone: ZoneInfo
     max_model_calls: int = 5
+    max_turn_tokens: int | None = 60000
     history_limit: int = 15
     summary_batch: int = 4
     admin_base_url: str = "http://127.0.0.1:8765"
@@ -293,6 +294,7 @@ class Conversations:
         if prompt is not None:
             history.append({"role": "user", "content": prompt})
         result = await run_agent_loop(self._llm, self._registry, system_prompt, history, s.max_model_calls,
+                                      max_turn_tokens=s.max_turn_tokens,
                                       scope=scope)
         return result, [{"role": "system", "content": system_prompt}, *history]
 

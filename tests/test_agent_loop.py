@@ -279,3 +279,33 @@ async def test_the_log_says_why_a_turn_stopped_using_tools(app_factory, fake_llm
     (line,) = log_lines("agent.repeat_stopped")
     assert (line["level"], line["tool"]) == ("info", "clock_now")
     assert len(log_lines("agent.ceiling_hit")) == 1
+
+
+TOKEN_NOTE = ("This turn has used the tokens it may use. Do not call tools. Answer the user now with what the tool "
+              "results above show, and say plainly what is still undone.")
+
+
+def tool_step(expression: str, prompt_tokens: int) -> Step:
+    step = Step.tool_calls(("math_calculate", {"expression": expression}))
+    return Step(step.kind, calls=step.calls, prompt_tokens=prompt_tokens, completion_tokens=100)
+
+
+async def test_the_turn_token_ceiling_forces_the_final_answer_before_the_call_that_would_cross_it(
+        app_factory, fake_llm, channel):
+    app = await app_factory(assistant={"max_turns": 5, "max_turn_tokens": 18000})
+    # 6,100 used after the first call, the next estimated at a little over 6,100 more: under 18,000;
+    # 12,200 after the second, and the third would cross it: the final answer comes instead
+    fake_llm.add(tool_step("1+1", 6000), tool_step("2+2", 6000), Step.text("I got as far as 4."))
+    await say(app, "keep adding")
+    assert channel.texts() == ["I got as far as 4."]
+    assert ["tools" in r for r in fake_llm.requests] == [True, True, False]
+    assert fake_llm.requests[-1]["messages"][-1] == {"role": "system", "content": TOKEN_NOTE}
+    assert await turn(app) == {"llm_calls": 3, "tool_calls": 2, "hit_ceiling": 1, "stopped_repeat": 0, "status": "ok"}
+
+
+async def test_under_the_token_ceiling_the_loop_goes_on(app_factory, fake_llm, channel):
+    app = await app_factory(assistant={"max_turns": 5, "max_turn_tokens": 60000})
+    fake_llm.add(tool_step("1+1", 6000), tool_step("2+2", 6000), Step.text("4."))
+    await say(app, "keep adding")
+    assert ["tools" in r for r in fake_llm.requests] == [True, True, True]
+    assert await turn(app) == {"llm_calls": 3, "tool_calls": 2, "hit_ceiling": 0, "stopped_repeat": 0, "status": "ok"}
