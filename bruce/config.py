@@ -283,6 +283,7 @@ class WebToolsConfig(_Model):
     allow_private: bool = False
     read_max_bytes: int = Field(2_000_000, ge=1024)
     read_timeout_s: float = Field(15.0, gt=0)
+    cache_ttl_s: float = Field(300.0, ge=0, le=86400)  # a repeated search or page read within this is answered from memory; 0: off
 
     _blank = field_validator("searxng_url", "brave_api_key", mode="before")(_blank_to_none)
 

@@ -32,6 +32,7 @@ from bruce.errors import ContractError, StoreError, ToolError, ToolInputInvalid
 from bruce.log import Redactor
 from bruce.policy import Policy, effective_policy
 from bruce.store import Store, ToolExecutionRecord
+from bruce.tool_cache import ToolCache
 from bruce.turn import TurnScope
 from bruce.values import ToolStatus, TurnSource
 
@@ -86,6 +87,8 @@ def _shape_problems(contract: ToolContract) -> list[str]:
         problems.append("guideline must be text without leading or trailing whitespace")
     if contract.idempotent and contract.idempotency_window_s <= 0:
         problems.append("an idempotent tool needs a positive idempotency_window_s")
+    if contract.cache_ttl_s < 0:
+        problems.append("cache_ttl_s must not be negative")
     return problems
 
 
@@ -102,6 +105,10 @@ def _risk_problems(contract: ToolContract) -> list[str]:
         problems.append("a critical tool must require step-up approval")
     if contract.risk is Risk.FORBIDDEN and contract.autonomous:
         problems.append("a forbidden tool cannot be autonomous")
+    if contract.cache_ttl_s > 0 and (contract.risk is not Risk.LOW or contract.confirmation
+                                     or not contract.side_effects.strip().lower().startswith("none")):
+        problems.append("cache_ttl_s is only for low-risk, read-only tools (side_effects 'none: ...'): "
+                        "a cached answer must never stand in for an action")
     return problems
 
 
@@ -182,9 +189,11 @@ class ToolRegistry:
         audit_output_max_chars: int = 8000,
         overrides: Mapping[str, ToolOverride] | None = None,
         redactor: Redactor | None = None,
+        cache_max_entries: int = 512,
     ) -> None:
         self._store = store
         self._clock = clock
+        self.cache = ToolCache(monotonic=clock.monotonic, max_entries=cache_max_entries)
         self._zone = zone
         self._confirmations = confirmations
         self._default_timeout_s = default_timeout_s
@@ -283,7 +292,24 @@ class ToolRegistry:
         if tool.policy.needs_confirmation:
             result = await self._park(call, tool, arguments, scope)
             return await self._audit(call, scope, tool, arguments, result, started)
+        if tool.contract.cache_ttl_s > 0:
+            return await self._cached(call, tool, arguments, scope, started)
         result, key = await self._run_once(call, tool, arguments, scope)
+        return await self._audit(call, scope, tool, arguments, result, started, key=key)
+
+    async def _cached(self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope,
+                      started: float) -> ToolResult:
+        """A read tool: a repeat within its ``cache_ttl_s`` is answered from memory (audited as
+        ``cached``, shown to the model as the ok result it is)."""
+        cache_key = ToolCache.key(tool.contract.name, arguments)
+        kept = self.cache.get(cache_key)
+        if kept is not None:
+            log.info("tool.cache_hit", tool=tool.contract.name)
+            result = ToolResult(call.id, call.name, ToolStatus.OK, output=kept)
+            return await self._audit(call, scope, tool, arguments, result, started, audit_status=ToolStatus.CACHED)
+        result, key = await self._run_once(call, tool, arguments, scope)
+        if result.ok:
+            self.cache.put(cache_key, result.output, tool.contract.cache_ttl_s)
         return await self._audit(call, scope, tool, arguments, result, started, key=key)
 
     async def run_approved(self, action: PendingAction, scope: TurnScope) -> ToolResult:
@@ -408,7 +434,7 @@ class ToolRegistry:
 
     async def _audit(
         self, call: ToolCall, scope: TurnScope, tool: RegisteredTool | None, arguments: Any,
-        result: ToolResult, started: float, *, key: str | None = None,
+        result: ToolResult, started: float, *, key: str | None = None, audit_status: ToolStatus | None = None,
     ) -> ToolResult:
         latency_ms = (self._clock.monotonic() - started) * 1000
         record = ToolExecutionRecord(
@@ -419,7 +445,7 @@ class ToolRegistry:
             risk=str(tool.contract.risk) if tool else None,
             input=self._redactor.value({"raw": arguments} if isinstance(arguments, str) else arguments),
             output=None if result.output is None else self._audit_output(result.output),
-            status=result.status,
+            status=audit_status or result.status,
             error=self._redactor.text(result.error) if result.error else None,
             latency_ms=latency_ms,
             source=scope.source if scope.source is not TurnSource.SUMMARY else TurnSource.CHAT,
@@ -427,5 +453,5 @@ class ToolRegistry:
         )
         scope.results.append(replace(result, name=record.tool_name))  # known to the turn even if the write fails
         await asyncio.shield(self._store.audit.record_tool_execution(record))
-        log.info("tool.executed", tool=record.tool_name, status=result.status, ms=round(latency_ms, 1))
+        log.info("tool.executed", tool=record.tool_name, status=record.status, ms=round(latency_ms, 1))
         return result

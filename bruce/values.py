@@ -87,6 +87,7 @@ class JobRunStatus(StrEnum):
     FAILED = "failed"
     INTERRUPTED = "interrupted"  # the process stopped during an agent run
     MISSED = "missed"  # fell due beyond the grace: not fired, the user told once
+    OVER_BUDGET = "over_budget"  # agent mode, the day's LLM budget spent: skipped, nothing sent
 
 
 class TurnStatus(StrEnum):
@@ -105,6 +106,7 @@ class ToolStatus(StrEnum):
     DENIED = "denied"
     AWAITING_CONFIRMATION = "awaiting_confirmation"
     SKIPPED = "skipped"  # needs approval, but the turn has nobody to ask (a proactive turn)
+    CACHED = "cached"  # audit only: a read tool answered from the cache (the model sees an ok result)
 
 
 class LLMCallStatus(StrEnum):
