@@ -66,6 +66,7 @@ async def test_every_builtin_contract_is_registered_and_consistent(app):
 
     names = {t.contract.name for t in app.registry.tools()}
     assert names == {"artifact.save", "clock.now", "files.write", "http.post", "math.calculate",
+                     "proactive.cancel", "proactive.create", "proactive.list", "proactive.update",
                      "web.read_url", "web.search"}
     for tool in app.registry.tools():
         assert check_contract(tool.contract) == [], tool.contract.name

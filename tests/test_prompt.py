@@ -73,8 +73,10 @@ def test_tool_guidelines_cover_the_rules():
     assert text.startswith("<tool_execution_guidelines>") and text.endswith("</tool_execution_guidelines>")
     for must in ("artifact_save", "Never say you saved", "Never write a URL", "NOT happened"):
         assert must in text
-    # scheduling modes come with scheduling tools only (tests/test_prompt_guidelines.py)
-    assert '"message"' not in text and '"agent"' not in text
+    # scheduling modes come with the scheduling tools (tests/test_prompt_guidelines.py), built in now
+    assert '"message"' in text and '"agent"' in text
+    without = tool_execution_guidelines([c for c in BUILTIN if not c.name.startswith("proactive.")])
+    assert '"message"' not in without and '"agent"' not in without
 
 
 def test_build_system_prompt_orders_the_four_layers():

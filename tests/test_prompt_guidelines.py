@@ -14,8 +14,9 @@ from tests.helpers import say
 from tests.test_registry import contract, nothing
 
 SCHEDULING = DOMAIN_GUIDELINES["proactive"]
-BUILTIN_NAMES = ["artifact.save", "clock.now", "files.write", "http.post", "math.calculate", "web.read_url",
-                 "web.search"]
+BUILTIN_NAMES = ["artifact.save", "clock.now", "files.write", "http.post", "math.calculate", "proactive.cancel",
+                 "proactive.create", "proactive.list", "proactive.update", "web.read_url", "web.search"]
+NO_PROACTIVE = {"overrides": {name: {"enabled": False} for name in BUILTIN_NAMES if name.startswith("proactive.")}}
 
 
 def layer(app, scope=None) -> str:
@@ -28,8 +29,9 @@ def system_prompt(request: dict) -> str:
     return first["content"]
 
 
-async def test_the_builtin_layer_says_nothing_about_reminders(app):
-    assert [c.name for c in app.registry.offered()] == BUILTIN_NAMES
+async def test_the_builtin_layer_says_nothing_about_reminders_without_the_proactive_tools(app_factory):
+    app = await app_factory(tools=NO_PROACTIVE)
+    assert [c.name for c in app.registry.offered()] == [n for n in BUILTIN_NAMES if not n.startswith("proactive.")]
     text = layer(app).lower()
     for word in ("remind", "schedule", "proactive", '"message"', '"agent"'):
         assert word not in text
@@ -37,8 +39,9 @@ async def test_the_builtin_layer_says_nothing_about_reminders(app):
 
 async def test_each_builtin_guideline_appears_once_in_name_order(app):
     offered = app.registry.offered()
+    assert [c.name for c in offered] == BUILTIN_NAMES
     text = tool_execution_guidelines(offered)
-    guidelines = [c.guideline for c in offered]
+    guidelines = [c.guideline for c in offered if c.name not in ("proactive.list", "proactive.cancel")]
     assert all(guidelines) and all(text.count(g) == 1 for g in guidelines)
     assert [text.index(g) for g in guidelines] == sorted(text.index(g) for g in guidelines)
     assert tool_execution_guidelines(reversed(offered)) == text  # the caller's order does not matter
@@ -67,7 +70,8 @@ async def test_a_proactive_tool_brings_the_scheduling_guidance_once(app, fake_ll
     assert SCHEDULING in system_prompt(fake_llm.requests[0])
 
 
-async def test_a_proactive_tool_the_model_cannot_see_brings_nothing(app, fake_llm):
+async def test_a_proactive_tool_the_model_cannot_see_brings_nothing(app_factory, fake_llm):
+    app = await app_factory(tools=NO_PROACTIVE)
     app.registry.register(contract("proactive.remind", Risk.FORBIDDEN), nothing)
     assert SCHEDULING not in layer(app)
     app.registry.register(contract("proactive.schedule"), nothing)

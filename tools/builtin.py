@@ -11,6 +11,7 @@ from tools.calculator import MATH_CALCULATE, math_calculate
 from tools.clock import CLOCK_NOW, clock_now
 from tools.files import files_write_tool
 from tools.http_post import http_post_tool
+from tools.proactive import proactive_tools
 from tools.procworker import shutdown as shutdown_tools
 from tools.web_tools import web_tools
 
@@ -30,4 +31,5 @@ def builtin_tools(config: Config, *, store: Store | None,
                            max_bytes=t.artifacts.max_bytes),
         files_write_tool(notes_dir=t.files.notes_dir, max_bytes=t.files.max_bytes),
         http_post_tool(allowed_urls=t.http_post.allowed_urls, timeout_s=t.http_post.timeout_s),
+        *proactive_tools(jobs),
     ]
