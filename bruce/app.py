@@ -27,6 +27,7 @@ from bruce.contracts import ToolContract, ToolHandler
 from bruce.conversations import Conversations, TurnSettings
 from bruce.errors import BruceError, ConfigError, ContractError
 from bruce.jobs import JobBook
+from bruce.limits import RateLimiter
 from bruce.llm import LLMService
 from bruce.log import Redactor
 from bruce.outbox import Outbox, OutboxSettings
@@ -285,6 +286,8 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
         store=store, llm=llm, clock=clock, conversations=conversations, outbox=outbox, recovery=recovery,
         confirmations=confirmations, served=channels,
         access=Access(store=store, clock=clock, rules=_access_rules(c.sections()), channels=channels),
+        limiter=RateLimiter(per_minute=config.limits.messages_per_minute, per_hour=config.limits.messages_per_hour),
+        zone=a.zone,
         settings=WorkerSettings(max_message_chars=a.max_message_chars, approval_poll_s=config.tools.approval_poll_s,
                                 history_limit=a.history_limit, summary_batch=a.summary_batch,
                                 summary_model=config.llm.summary_model),

@@ -393,6 +393,11 @@ class SchedulerConfig(_Model):
     dedup_window_s: int = Field(600, ge=0, le=86400)  # the same job created again within this returns the first
 
 
+class LimitsConfig(_Model):
+    messages_per_minute: int = Field(20, ge=1, le=10_000)  # per sender and per conversation, sliding window
+    messages_per_hour: int = Field(200, ge=1, le=100_000)
+
+
 class Config(_Model):
     assistant: AssistantConfig = Field(default_factory=AssistantConfig)  # the zone is read when it is made
     llm: LLMConfig = LLMConfig()
@@ -403,6 +408,7 @@ class Config(_Model):
     logging: LoggingConfig = LoggingConfig()
     console: ConsoleConfig = ConsoleConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
+    limits: LimitsConfig = LimitsConfig()
 
     def anchored(self, base_dir: Path) -> Config:
         """This config with each relative path (``storage.path``, ``tools.artifacts.dir``,

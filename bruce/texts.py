@@ -8,10 +8,13 @@ waits for approval, is named.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from bruce.values import DecisionOutcome
 
 __all__ = [
+    "rate_limited",
     "job_missed",
     "jobs_listing",
     "LLM_DOWN",
@@ -101,6 +104,12 @@ def skipped_note(tools: Sequence[str]) -> str:
 
 def proactive_failed(notice: str) -> str:
     return f"I could not complete a scheduled task. {notice}"
+
+
+def rate_limited(retry_at: datetime, zone: ZoneInfo) -> str:
+    local = retry_at.astimezone(zone)
+    return (f"You are sending messages faster than I take them, so I am not reading them for now. "
+            f"Messages sent before {local:%H:%M:%S} ({zone.key}) are not answered; after that, write again.")
 
 
 def job_missed(content: str, when: str, mode: str) -> str:

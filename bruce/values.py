@@ -59,6 +59,7 @@ class MessageStatus(StrEnum):
     DONE = "done"
     FAILED = "failed"
     EXPIRED = "expired"
+    RATE_LIMITED = "rate_limited"  # over the sender's or conversation's rate limit: never answered
     # outbound: pending -> sent | unsent (kept and re-sent); 'failed' only in old databases
     SENT = "sent"
     UNSENT = "unsent"

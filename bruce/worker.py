@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from zoneinfo import ZoneInfo
 
 import structlog
 
@@ -22,15 +23,16 @@ from bruce.access import Access
 from bruce.agent import LLM
 from bruce.channel import DecisionReport, IncomingMessage, LocalDecision
 from bruce.clock import Clock, utc_iso
-from bruce.commands import parse_command
+from bruce.commands import CommandName, parse_command
 from bruce.confirmations import Confirmations, PendingAction
 from bruce.conversations import Conversations, TurnOutcome
 from bruce.errors import ShuttingDown, StoreError
+from bruce.limits import Admission, RateLimiter
 from bruce.outbox import Outbox
 from bruce.recovery import Recovery
 from bruce.store import Store
 from bruce.summarizer import fold_history
-from bruce.texts import approval_arrived_late, decision_text, message_too_long
+from bruce.texts import approval_arrived_late, decision_text, message_too_long, rate_limited
 from bruce.turn import ToolFilter
 from bruce.values import ConversationId, DecisionOutcome, MessageKind, MessageStatus, TurnSource
 
@@ -56,8 +58,10 @@ class Worker:
     def __init__(
         self, *, store: Store, llm: LLM, clock: Clock, conversations: Conversations, outbox: Outbox,
         recovery: Recovery, confirmations: Confirmations, served: Mapping[str, object], settings: WorkerSettings,
-        access: Access,
+        access: Access, limiter: RateLimiter | None = None, zone: ZoneInfo | None = None,
     ) -> None:
+        self._limiter = limiter
+        self._zone = zone or ZoneInfo("UTC")
         self._store = store
         self._clock = clock
         self._llm = llm
@@ -101,17 +105,39 @@ class Worker:
                                                     kind=MessageKind.NOTICE)
             self._spawn(self._outbox.flush(cid), f"outbox:{cid}")  # the channel is not kept waiting
             return None
+        admission = self._admit(message)
         message_id, is_new = await self._store.messages.add_inbound(
             cid, sender_id=message.sender_id, text=message.text, platform_message_id=message.platform_message_id,
             received_at=utc_iso(message.timestamp),
+            status=MessageStatus.PENDING if admission is None or admission.admitted else MessageStatus.RATE_LIMITED,
         )
         if not is_new:
+            if admission is not None and self._limiter is not None:
+                self._limiter.give_back(admission)
             log.info("worker.duplicate_ignored", conversation=cid, message_id=message_id)
+            return None
+        if admission is not None and not admission.admitted:
+            log.warning("worker.rate_limited", conversation=cid, sender=message.sender_id, message_id=message_id,
+                        retry_at=utc_iso(admission.retry_at) if admission.retry_at else None)
+            if admission.notify and admission.retry_at is not None:
+                await self._store.messages.add_outbound(cid, rate_limited(admission.retry_at, self._zone),
+                                                        turn_id=None, kind=MessageKind.NOTICE)
+                self._spawn(self._outbox.flush(cid), f"outbox:{cid}")
             return None
         if not self._accepting:  # shutting down: kept pending, answered at the next start
             log.info("worker.deferred_until_restart", conversation=cid, message_id=message_id)
             return None
         return self._spawn(self._process(cid, message_id, message.sender_id), f"turn:{cid}")
+
+    def _admit(self, message: IncomingMessage) -> Admission | None:
+        """The rate limits (``bruce.limits``); None: not counted (no limiter, or an approval)."""
+        if self._limiter is None:
+            return None
+        command = parse_command(message.text)
+        if command is not None and command.name in (CommandName.APPROVE, CommandName.DENY):
+            return None  # deciding on a request is never throttled
+        keys = (f"sender:{message.channel}:{message.sender_id}", f"conversation:{message.conversation_id}")
+        return self._limiter.take(keys, self._clock.now())
 
     async def decide(self, conversation_id: str, user_id: str, confirmation_id: str, approve: bool) -> DecisionReport:
         """A button press (Telegram callback, Discord interaction, web chat) on a pending request.

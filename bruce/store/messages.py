@@ -22,7 +22,8 @@ def _in_conversation(alias: str) -> str:
     """What the model sees of a conversation: notices, expired messages and replies given up on
     stay out; a user's message stays even if its turn failed."""
     a = alias
-    return f"{a}kind = 'chat' AND {a}status != 'expired' AND NOT ({a}direction = 'out' AND {a}status = 'failed')"
+    return (f"{a}kind = 'chat' AND {a}status NOT IN ('expired', 'rate_limited')"
+            f" AND NOT ({a}direction = 'out' AND {a}status = 'failed')")
 
 
 _IN_CONVERSATION = _in_conversation("")
@@ -83,16 +84,16 @@ class MessageStore:
 
     async def add_inbound(
         self, conversation_id: str, *, sender_id: str, text: str, platform_message_id: str | None,
-        received_at: str | None = None,
+        received_at: str | None = None, status: MessageStatus = MessageStatus.PENDING,
     ) -> tuple[int, bool]:
-        """Store a user's message as pending. Returns (id, is_new); a redelivered platform
-        message id returns the stored row instead of a duplicate."""
+        """Store a user's message as pending (or ``rate_limited``: never answered). Returns (id,
+        is_new); a redelivered platform message id returns the stored row instead of a duplicate."""
         now = self._db.now()
         new_id, inserted = await self._db.execute(
             "INSERT OR IGNORE INTO messages (conversation_id, direction, role, sender_id, text,"
             " platform_message_id, status, created_at, updated_at)"
-            " VALUES (?, 'in', 'user', ?, ?, ?, 'pending', ?, ?)",
-            (conversation_id, sender_id, text, platform_message_id, received_at or now, now),
+            " VALUES (?, 'in', 'user', ?, ?, ?, ?, ?, ?)",
+            (conversation_id, sender_id, text, platform_message_id, str(status), received_at or now, now),
         )
         if inserted:
             return new_id, True
