@@ -483,6 +483,7 @@ def _config(tmp: Path, ch: FakeChannel, llm: LLMHandle, args: argparse.Namespace
         "storage": {"path": str(tmp / "bruce.db")},
         "console": {"socket_path": str(tmp / "bruce.sock")},
         "assistant": {"shutdown_timeout_s": 10},
+        "limits": {"messages_per_minute": 10000, "messages_per_hour": 100000},  # a load test, not a flood
         "tools": {"files": {"notes_dir": str(tmp / "notes")}, "artifacts": {"dir": str(tmp / "artifacts")}},
         "channels": {ch.kind: ch.section(users, args)},
     }

@@ -318,6 +318,7 @@ async def run(args: argparse.Namespace) -> Results:
                     "num_retries": 0, "timeout_s": 30},
             "storage": {"path": str(Path(tmp.name) / "bruce.db")},
             "assistant": {"shutdown_timeout_s": 10},
+            "limits": {"messages_per_minute": 10000, "messages_per_hour": 100000},  # a load test, not a flood
         }, environ={})
         channel = RecordingChannel("bench")
         streaming = ProgressRecordingChannel("benchstream")  # shows progress: answers are streamed
