@@ -100,6 +100,13 @@ async def decide_on_daemon(config: Config, confirmation_id: str, approve: bool) 
     return await decide_over_socket(config.console.socket_path, confirmation_id, approve)
 
 
+async def jobs_changed_on_daemon(config: Config) -> bool:
+    """``bruce jobs`` changed a job: the running daemon re-arms at once. False when none answers."""
+    from channels.console_socket import jobs_changed_over_socket
+
+    return await jobs_changed_over_socket(config.console.socket_path)
+
+
 async def daemon_health(config: Config) -> dict[str, str | None] | None:
     """The running daemon's channels and when each last received; None when none answers."""
     from channels.console_socket import daemon_health as ask
@@ -298,5 +305,6 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
         scheduler = Scheduler(store=store, clock=clock, book=jobs, doors=worker, notices=outbox,
                               settings=SchedulerSettings(misfire_grace_s=s.misfire_grace_s, max_failures=s.max_failures,
                                                          lock_path=Path(f"{config.storage.path}.scheduler.lock")))
+        worker.on_jobs_changed = scheduler.sync
     return App(config=config, clock=clock, store=store, llm=llm, registry=registry, worker=worker, outbox=outbox,
                jobs=jobs, scheduler=scheduler, channels=channels)

@@ -111,13 +111,16 @@ class LocalDecision:
 
 class LocalInbound(Inbound, Protocol):
     """The doors only a channel on the owner's machine may use (the console socket, whose
-    path only the owner can open): the step-up decision, and sending what waited for them."""
+    path only the owner can open): the step-up decision, sending what waited for them, and
+    telling the scheduler that ``bruce jobs`` changed a job."""
 
     async def decide_locally(self, confirmation_id: str, approve: bool) -> LocalDecision: ...
 
     async def resend(self, conversation_id: str) -> None: ...
 
     def health(self) -> dict[str, str | None]: ...
+
+    async def jobs_changed(self) -> None: ...
 
 
 @runtime_checkable

@@ -1,4 +1,4 @@
-"""The ``bruce`` command: run, chat, init, doctor, tools, approve / deny, pairing, config check.
+"""The ``bruce`` command: run, chat, init, doctor, tools, approve / deny, pairing, jobs, config check.
 
 ``run`` serves the console socket; ``chat`` attaches to it when a daemon answers there (else
 it runs Bruce in-process), and ``approve`` / ``deny`` are delivered over it (else written to
@@ -63,9 +63,11 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("check", help="validate the config and exit")
-    from bruce import doctor, onboarding, pairing
+    from bruce import doctor, jobs_cli, onboarding, pairing
 
     pairing.add_arguments(sub.add_parser("pairing", help="strangers asking to talk to Bruce: list, approve, deny, revoke"))
+    jobs_cli.add_arguments(sub.add_parser("jobs", help="reminders and scheduled jobs: list, show, pause, resume, "
+                                                       "cancel, run-now"))
 
     onboarding.add_arguments(sub.add_parser("init", help="write a first config.yml and .env (asks, or --non-interactive)"))
     doctor.add_arguments(sub.add_parser("doctor", help="check that this setup is ready to start"))
@@ -299,10 +301,12 @@ def _decision_line(config: Config, confirmation_id: str, decision: LocalDecision
 
 
 def _pairing(config: Config, args: argparse.Namespace) -> int:
+    from bruce.jobs_cli import jobs_command
     from bruce.pairing import pairing_command
 
+    command = pairing_command if args.command == "pairing" else jobs_command
     try:
-        return asyncio.run(pairing_command(config, args, (args.config or default_config_path()).resolve()))
+        return asyncio.run(command(config, args, (args.config or default_config_path()).resolve()))
     except BruceError as exc:
         print(f"bruce: {exc}", file=sys.stderr)
         return 1
@@ -333,7 +337,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return 0
     if args.command == "tools":
         return _print_tools(config, getattr(args, "name", None))
-    if args.command == "pairing":
+    if args.command in ("pairing", "jobs"):
         return _pairing(config, args)
     if args.command in ("approve", "deny"):
         try:

@@ -12,7 +12,7 @@ scheduler uses (``run_proactive``, ``post``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
@@ -62,6 +62,7 @@ class Worker:
     ) -> None:
         self._limiter = limiter
         self._zone = zone or ZoneInfo("UTC")
+        self.on_jobs_changed: Callable[[], Awaitable[None]] = _nothing  # the scheduler's sync (app wiring)
         self._store = store
         self._clock = clock
         self._llm = llm
@@ -180,6 +181,10 @@ class Worker:
                 when = channel.last_receive
                 found[name] = utc_iso(when) if when is not None else None
         return found
+
+    async def jobs_changed(self) -> None:
+        """``bruce jobs`` changed the table (over the console socket): the scheduler re-reads it now."""
+        await self.on_jobs_changed()
 
     async def resend(self, conversation_id: str) -> None:
         """Send what is stored and unsent for the conversation (a terminal attached again)."""
@@ -340,6 +345,10 @@ class Worker:
         for summary in self._background.values():
             summary.cancel()
         await asyncio.gather(*self._background.values(), return_exceptions=True)
+
+
+async def _nothing() -> None:
+    return None
 
 
 def _summary_done(task: asyncio.Task[bool]) -> None:

@@ -20,6 +20,7 @@ The protocol is JSON, one object per line (``LINE_LIMIT`` bytes at most)::
     any time: {"ev": "text", "text": ...}, {"ev": "confirmation", ...}, {"ev": "file", ...},
               {"ev": "progress", "kind": "tool_finished", "tool": ..., "status": ...}
     {"op": "health", "ref": 3}                  {"ev": "health", "ref": 3, "last_receive": {"telegram": "2026-…Z"}}
+    {"op": "jobs_changed", "ref": 4}            {"ev": "jobs_synced", "ref": 4}  (the scheduler re-read the jobs)
     a request it cannot read: {"ev": "error", "ref": ..., "error": "what was wrong"}
 
 With no terminal attached a reply is not lost: ``send_text`` raises ``ChannelSendError``, the
@@ -54,6 +55,7 @@ from bruce.values import DecisionOutcome, ToolStatus
 from channels.console import ConsoleChannel
 
 __all__ = ["SocketConsole", "RemoteInbound", "DaemonGone", "attach", "connect", "daemon_health", "decide_over_socket",
+           "jobs_changed_over_socket",
            "PROTOCOL_VERSION"]
 
 log = structlog.get_logger(__name__)
@@ -270,6 +272,9 @@ class SocketConsole:
             await self._decide(inbound, terminal, ref, request)
         elif op == "health":
             await terminal.send({"ev": "health", "ref": ref, "last_receive": inbound.health()})
+        elif op == "jobs_changed":
+            await inbound.jobs_changed()
+            await terminal.send({"ev": "jobs_synced", "ref": ref})
         else:
             raise ValueError(f"unknown op {op!r}")
 
@@ -385,6 +390,16 @@ async def daemon_health(path: Path) -> dict[str, str | None] | None:
     except (OSError, TimeoutError, ValueError, DaemonGone):
         return None
     return dict(event.get("last_receive") or {}) if event is not None and event.get("ev") == "health" else None
+
+
+async def jobs_changed_over_socket(path: Path) -> bool:
+    """``bruce jobs`` changed a job: the running daemon re-reads the jobs now. False when no
+    daemon answers at ``path`` (the change waits in the database for the next start)."""
+    try:
+        event = await _ask(path, {"op": "jobs_changed"}, timeout_s=CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError, ValueError, DaemonGone):
+        return False
+    return event is not None and event.get("ev") == "jobs_synced"
 
 
 class RemoteInbound:

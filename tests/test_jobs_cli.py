@@ -1,0 +1,130 @@
+"""``bruce jobs``: the owner sees every conversation's jobs and pauses, resumes, cancels or runs
+one now from the machine; a running daemon is told at once, and delivers a run-now job."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+import yaml
+
+from bruce.app import build_app, socket_console
+from bruce.cli import main
+from bruce.values import JobStatus
+
+
+@pytest.fixture
+def config_file(tmp_path):
+    path = tmp_path / "config.yml"
+    path.write_text(yaml.safe_dump({"assistant": {"timezone": "America/Sao_Paulo"},
+                                    "storage": {"path": str(tmp_path / "bruce.db")},
+                                    "console": {"socket_path": str(tmp_path / "bruce.sock")}}))
+    return path
+
+
+@pytest.fixture
+def bruce(config_file, clock, monkeypatch):
+    """`bruce --config <tmp>/config.yml jobs ...` in-process, on the test's clock: (exit code, out, err)."""
+    monkeypatch.setattr("bruce.jobs_cli.SystemClock", lambda: clock)
+
+    async def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = await asyncio.to_thread(main, ["--config", str(config_file), "jobs", *argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+async def two_jobs(app):
+    reminder = (await app.jobs.create("test:c1", {"execution_mode": "message", "content": "Call Ana",
+                                                  "in_seconds": 120})).job
+    briefing = (await app.jobs.create("test:c2", {"execution_mode": "agent", "content": "Brief me on my day.",
+                                                  "cron": "0 8 * * 1-5"})).job
+    return reminder, briefing
+
+
+async def test_list_shows_every_conversations_jobs_with_the_next_run_in_local_time(app, bruce, capsys):
+    reminder, briefing = await two_jobs(app)
+    code, out, _ = await bruce(capsys, "list")
+    assert code == 0
+    assert "ID" in out and "NEXT RUN" in out
+    assert reminder.id in out and "test:c1" in out and "Call Ana" in out and "Wed 2026-12-02 09:02 -03" in out
+    assert briefing.id in out and "test:c2" in out and "Thu 2026-12-03 08:00 -03" in out
+    code, out, _ = await bruce(capsys, "list", "--json")
+    listed = {j["job_id"]: j for j in json.loads(out)}
+    assert listed[reminder.id]["conversation_id"] == "test:c1"
+    assert listed[reminder.id]["next_run"] == "Wed 2026-12-02 09:02 -03 (America/Sao_Paulo)"
+    assert listed[briefing.id]["execution_mode"] == "agent" and listed[briefing.id]["status"] == "active"
+
+
+async def test_pause_resume_cancel_change_the_job_and_say_so(app, bruce, capsys):
+    reminder, briefing = await two_jobs(app)
+    code, out, _ = await bruce(capsys, "pause", briefing.id)
+    assert code == 0 and out.startswith(f"paused: {briefing.id} [paused]")
+    assert "Bruce is not running" in out  # this app serves no console socket
+    assert (await app.store.jobs.get(briefing.id)).status is JobStatus.PAUSED
+    code, out, _ = await bruce(capsys, "resume", briefing.id)
+    assert code == 0 and (await app.store.jobs.get(briefing.id)).status is JobStatus.ACTIVE
+    code, out, _ = await bruce(capsys, "cancel", reminder.id)
+    assert code == 0 and (await app.store.jobs.get(reminder.id)).status is JobStatus.CANCELLED
+    code, out, _ = await bruce(capsys, "list")
+    assert reminder.id not in out and briefing.id in out
+    code, out, _ = await bruce(capsys, "list", "--all")
+    assert reminder.id in out and "cancelled" in out
+
+
+async def test_show_has_the_job_and_its_runs(app, bruce, capsys, clock, channel):
+    reminder, _ = await two_jobs(app)
+    clock.advance(seconds=120)
+    await app.scheduler.sync()
+    await app.scheduler.wait_idle()
+    code, out, _ = await bruce(capsys, "show", reminder.id)
+    assert code == 0
+    fields = dict(line.split(":", 1) for line in out.splitlines() if not line.startswith(" ") and ":" in line)
+    assert fields["job"].strip() == reminder.id and fields["status"].strip() == "done"
+    assert "runs (last 1):" in out and "delivered" in out and "0 ms late" in out
+    code, out, _ = await bruce(capsys, "show", reminder.id, "--json")
+    shown = json.loads(out)
+    assert shown["runs"][0]["status"] == "delivered" and shown["runs"][0]["delivered_text"] == "Call Ana"
+
+
+async def test_an_unknown_id_or_an_impossible_change_is_an_error_and_changes_nothing(app, bruce, capsys):
+    reminder, _ = await two_jobs(app)
+    code, _, err = await bruce(capsys, "pause", "nosuchjob")
+    assert code == 1 and "there is no job 'nosuchjob'" in err and "nothing changed" in err
+    await bruce(capsys, "cancel", reminder.id)
+    code, _, err = await bruce(capsys, "resume", reminder.id)
+    assert code == 1 and f"job {reminder.id} is cancelled and cannot be resumed" in err
+    code, _, err = await bruce(capsys, "show", "nosuchjob")
+    assert code == 1 and "there is no job" in err
+
+
+def test_a_missing_database_is_named_and_not_created(tmp_path, capsys):
+    config = tmp_path / "config.yml"
+    config.write_text(yaml.safe_dump({"storage": {"path": "data/bruce.db"}}))
+    assert main(["--config", str(config), "jobs", "list"]) == 1
+    err = capsys.readouterr().err
+    assert f"no database at {tmp_path / 'data' / 'bruce.db'}" in err and "bruce run" in err
+    assert not (tmp_path / "data" / "bruce.db").exists()
+
+
+async def test_run_now_reaches_the_running_daemon_which_sends_the_reminder_at_once(
+        make_config, tmp_path, clock, channel, bruce, capsys):
+    config = make_config(console={"socket_path": str(tmp_path / "bruce.sock")})
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel, socket_console(config, clock)])
+    await app.start()
+    try:
+        job = (await app.jobs.create("test:c1", {"execution_mode": "message", "content": "Stretch",
+                                                 "every_seconds": 3600})).job
+        code, out, _ = await bruce(capsys, "run-now", job.id)
+        assert code == 0 and "the running daemon has it now and runs it at once" in out
+        await app.scheduler.wait_idle()
+        assert channel.texts() == ["Stretch"]
+        (run,) = await app.store.jobs.runs(job.id)
+        assert run.status.value == "delivered"
+        stored = await app.store.jobs.get(job.id)
+        assert stored.status is JobStatus.ACTIVE and stored.next_run_at == "2026-12-02T13:00:00.000000+00:00"
+    finally:
+        await app.stop()
