@@ -19,6 +19,7 @@ import structlog
 
 from bruce.access import Access, AccessRule
 from bruce.approvals import ApprovalDesk
+from bruce.budget import Budget
 from bruce.channel import Channel, LocalDecision
 from bruce.clock import Clock, SystemClock
 from bruce.config import ChannelSection, Config
@@ -266,6 +267,9 @@ async def build_app(
 async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping[str, str], redactor: Redactor,
                     extra_channels: list[Channel]) -> App:
     llm = LLMService(config.llm, store=store, clock=clock, environ=environ)
+    budget = Budget(store=store, clock=clock, zone=config.assistant.zone, daily_usd=config.llm.budget.daily_usd,
+                    daily_tokens=config.llm.budget.daily_tokens)
+    llm.budget = budget if budget.enabled else None
     confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
     jobs = JobBook(store=store, clock=clock, zone=config.assistant.zone,
                    dedup_window_s=config.scheduler.dedup_window_s)
@@ -287,6 +291,7 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
                               admin_base_url=config.admin.base_url, summary_model=config.llm.summary_model,
                               artifacts_dir=config.tools.artifacts.dir),
     )
+    conversations.budget = llm.budget
     recovery = Recovery(store=store, confirmations=confirmations, outbox=outbox, clock=clock, zone=a.zone,
                         served=channels.keys(), max_age_s=a.recovery_max_age_s)
     worker = Worker(
@@ -302,7 +307,7 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
     scheduler = None
     if config.scheduler.enabled:
         s = config.scheduler
-        scheduler = Scheduler(store=store, clock=clock, book=jobs, doors=worker, notices=outbox,
+        scheduler = Scheduler(store=store, clock=clock, book=jobs, doors=worker, notices=outbox, budget=llm.budget,
                               settings=SchedulerSettings(misfire_grace_s=s.misfire_grace_s, max_failures=s.max_failures,
                                                          lock_path=Path(f"{config.storage.path}.scheduler.lock")))
         worker.on_jobs_changed = scheduler.sync

@@ -1,4 +1,5 @@
-"""The ``bruce`` command: run, chat, init, doctor, tools, approve / deny, pairing, jobs, config check.
+"""The ``bruce`` command: run, chat, init, doctor, tools, approve / deny, pairing, jobs, usage, budget,
+config check.
 
 ``run`` serves the console socket; ``chat`` attaches to it when a daemon answers there (else
 it runs Bruce in-process), and ``approve`` / ``deny`` are delivered over it (else written to
@@ -63,9 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("check", help="validate the config and exit")
-    from bruce import doctor, jobs_cli, onboarding, pairing
+    from bruce import doctor, jobs_cli, onboarding, pairing, usage
 
     pairing.add_arguments(sub.add_parser("pairing", help="strangers asking to talk to Bruce: list, approve, deny, revoke"))
+    usage.add_usage_arguments(sub.add_parser("usage", help="model calls, tokens and cost per day and model"))
+    usage.add_budget_arguments(sub.add_parser("budget", help="the daily LLM budget: status, allow --usd N"))
     jobs_cli.add_arguments(sub.add_parser("jobs", help="reminders and scheduled jobs: list, show, pause, resume, "
                                                        "cancel, run-now"))
 
@@ -300,11 +303,14 @@ def _decision_line(config: Config, confirmation_id: str, decision: LocalDecision
     return ok, messages.get(decision.outcome, decision.outcome.value)
 
 
-def _pairing(config: Config, args: argparse.Namespace) -> int:
+def _store_command(config: Config, args: argparse.Namespace) -> int:
+    """A command that reads or changes the database: pairing, jobs, usage, budget."""
     from bruce.jobs_cli import jobs_command
     from bruce.pairing import pairing_command
+    from bruce.usage import budget_command, usage_command
 
-    command = pairing_command if args.command == "pairing" else jobs_command
+    command = {"pairing": pairing_command, "jobs": jobs_command, "usage": usage_command,
+               "budget": budget_command}[args.command]
     try:
         return asyncio.run(command(config, args, (args.config or default_config_path()).resolve()))
     except BruceError as exc:
@@ -337,8 +343,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return 0
     if args.command == "tools":
         return _print_tools(config, getattr(args, "name", None))
-    if args.command in ("pairing", "jobs"):
-        return _pairing(config, args)
+    if args.command in ("pairing", "jobs", "usage", "budget"):
+        return _store_command(config, args)
     if args.command in ("approve", "deny"):
         try:
             return asyncio.run(_decide_locally(config, args.id, args.command == "approve",

@@ -1,10 +1,10 @@
-"""Chat commands that are control, not conversation: ``/approve ID``, ``/deny ID``, ``/new`` and ``/jobs``.
+"""Chat commands that are control, not conversation: ``/approve ID``, ``/deny ID``, ``/new``, ``/jobs`` and ``/usage``.
 
 They are parsed here, in code, and never reach the model. A plain "yes" is only text: the
 model may not turn it into an approval, because a control signal must not travel in text
 that a model (or a prompt injection in a web page it read) can produce. ``/new`` starts a
 fresh session in the conversation (anything typed after it is ignored); ``/jobs`` lists the
-conversation's scheduled jobs.
+conversation's scheduled jobs; ``/usage`` shows the model's use and cost of the last days.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ __all__ = ["Command", "CommandName", "parse_command"]
 _DECISION = re.compile(r"^/(approve|deny)(?:@\w+)?(?:\s+([0-9a-fA-F]{8}))?\s*$")
 _NEW = re.compile(r"^/new(?:@\w+)?(?=\s|$)")
 _JOBS = re.compile(r"^/jobs(?:@\w+)?(?=\s|$)")
+_USAGE = re.compile(r"^/usage(?:@\w+)?(?=\s|$)")
 
 
 class CommandName(StrEnum):
@@ -25,6 +26,7 @@ class CommandName(StrEnum):
     DENY = "deny"
     NEW = "new"
     JOBS = "jobs"
+    USAGE = "usage"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,8 @@ def parse_command(text: str) -> Command | None:
         return Command(CommandName(match.group(1)), match.group(2).lower() if match.group(2) else None)
     if _JOBS.match(stripped) is not None:
         return Command(CommandName.JOBS, None)
+    if _USAGE.match(stripped) is not None:
+        return Command(CommandName.USAGE, None)
     if _NEW.match(stripped) is None:  # "/newsletter" is text
         return None
     return Command(CommandName.NEW, None)

@@ -153,6 +153,11 @@ class ModelEndpoint(_Model):
     _blank = field_validator("api_base", "api_key", mode="before")(_blank_to_none)
 
 
+class BudgetConfig(_Model):
+    daily_usd: float | None = Field(None, ge=0)  # null: no cost limit; the day is assistant.timezone's
+    daily_tokens: int | None = Field(None, ge=0)  # null: no token limit (prompt + completion)
+
+
 class LLMConfig(_Model):
     model: str = Field("openai/gpt-4o-mini", min_length=1)
     api_base: str | None = None
@@ -166,6 +171,7 @@ class LLMConfig(_Model):
     circuit_cooldown_s: float = Field(60.0, gt=0)  # an open circuit skips its model this long, then one trial
     summary_model: str | None = None
     stream: bool = True  # stream answers to channels that show progress
+    budget: BudgetConfig = BudgetConfig()
 
     _blank = field_validator("api_base", "api_key", "summary_model", mode="before")(_blank_to_none)
 

@@ -24,6 +24,7 @@ import structlog
 
 from bruce.agent import LLM, Tools, TurnResult, run_agent_loop
 from bruce.approvals import ApprovalDesk
+from bruce.budget import Budget
 from bruce.channel import Channel, ConfirmationRequest, DecisionReport, ProgressChannel
 from bruce.claims import CORRECTION_NOTE, unbacked_claims
 from bruce.clock import Clock, parse_iso
@@ -43,6 +44,8 @@ from bruce.texts import (
     INTERNAL_ERROR,
     LLM_DOWN,
     NOT_FINISHED,
+    budget_reached,
+    budget_warning,
     claim_note,
     command_usage,
     decision_text,
@@ -54,6 +57,7 @@ from bruce.texts import (
     with_actions,
 )
 from bruce.turn import ToolFilter, TurnScope, new_turn_id
+from bruce.usage import usage_by_day, usage_text
 from bruce.values import ConversationId, DecisionOutcome, MessageKind, TurnSource, TurnStatus
 
 __all__ = ["Conversations", "TurnSettings", "TurnOutcome", "TurnTools"]
@@ -110,6 +114,7 @@ class Conversations:
         self._desk = desk
         self._outbox = outbox
         self._locks: dict[str, asyncio.Lock] = {}
+        self.budget: Budget | None = None  # the daily LLM budget (app wiring); None: no limit
 
     def lock(self, conversation_id: str) -> asyncio.Lock:
         """One turn at a time per conversation."""
@@ -133,10 +138,30 @@ class Conversations:
     # entries -----------------------------------------------------------------------------
 
     async def answer(self, inbound: StoredMessage, sender_id: str | None) -> TurnOutcome:
-        """A chat turn for a stored message (the caller holds the conversation's lock)."""
-        scope = TurnScope(turn_id=new_turn_id(), conversation_id=inbound.conversation_id, user_id=sender_id)
-        with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=inbound.conversation_id):
-            return await self._turn(scope, inbound=inbound)
+        """A chat turn for a stored message (the caller holds the conversation's lock). With the
+        day's LLM budget spent, a notice with the reset time instead, and no model call."""
+        cid = inbound.conversation_id
+        over = await self.budget.reached() if self.budget is not None else None
+        if over is not None:
+            log.warning("turn.over_budget", conversation=cid, tokens=over.tokens, usd=round(over.usd, 4))
+            text = budget_reached(over, self._settings.zone)
+            await self._outbox.post(cid, text, kind=MessageKind.NOTICE, inbound_id=inbound.id)
+            return TurnOutcome("", False, text)
+        scope = TurnScope(turn_id=new_turn_id(), conversation_id=cid, user_id=sender_id)
+        with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=cid):
+            outcome = await self._turn(scope, inbound=inbound)
+        await self._budget_warning(cid)
+        return outcome
+
+    async def _budget_warning(self, conversation_id: str) -> None:
+        """80 % of the day's budget: told once a day, in the conversation whose turn crossed it."""
+        if self.budget is None:
+            return
+        spend = await self.budget.warning_due(conversation_id)
+        if spend is not None:
+            log.warning("budget.warning", conversation=conversation_id, fraction=round(spend.fraction, 3))
+            await self._outbox.post(conversation_id, budget_warning(spend, self._settings.zone),
+                                    kind=MessageKind.NOTICE)
 
     async def run_proactive(
         self, conversation_id: str, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,
@@ -152,7 +177,9 @@ class Conversations:
         async with self.lock(conversation_id):
             with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=conversation_id,
                                                          job=job_id):
-                return await self._turn(scope, prompt=prompt, job_id=job_id)
+                outcome = await self._turn(scope, prompt=prompt, job_id=job_id)
+        await self._budget_warning(conversation_id)
+        return outcome
 
     async def post(self, conversation_id: str, text: str) -> int:
         """A message that needs no model (a reminder): stored, then sent through the outbox."""
@@ -166,6 +193,10 @@ class Conversations:
         cid = inbound.conversation_id
         if command.name is CommandName.NEW:
             await self._new_session(inbound)
+            return
+        if command.name is CommandName.USAGE:
+            rows, hits = await usage_by_day(self._store, self._clock, self._settings.zone, days=7)
+            await self._outbox.post(cid, usage_text(rows, hits, 7), kind=MessageKind.NOTICE, inbound_id=inbound.id)
             return
         if command.name is CommandName.JOBS:
             listing = jobs_listing([JobView(job).line() for job in await self._store.jobs.for_conversation(cid)])

@@ -8,6 +8,7 @@ BruceError
 │   └── StoreBusy          locked by another process past the busy timeout: worth trying again
 ├── LLMError               the language model could not answer
 │   ├── LLMNotConfigured   no key / api_base: we never tried the network
+│   ├── OverBudget         the day's LLM budget does not allow this call: we never tried
 │   ├── LLMCallFailed      one attempt failed (inside llm.py: retried, then a fallback)
 │   └── LLMUnavailable     every model (primary and fallbacks) failed
 ├── ChannelError           a chat platform failed
@@ -35,6 +36,7 @@ __all__ = [
     "LLMNotConfigured",
     "LLMCallFailed",
     "LLMUnavailable",
+    "OverBudget",
     "ChannelError",
     "ChannelSendError",
     "ToolError",
@@ -95,6 +97,10 @@ class LLMCallFailed(LLMError):
         self.reason = reason
         self.retryable = retryable
         super().__init__(reason)
+
+
+class OverBudget(LLMError):
+    """The day's LLM budget (``llm.budget``) does not allow this call; nothing was sent."""
 
 
 class LLMUnavailable(LLMError):

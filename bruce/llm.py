@@ -40,16 +40,17 @@ from typing import Any
 
 import structlog
 
+from bruce.budget import BACKGROUND_STOP_AT, Budget
 from bruce.clock import Clock
 from bruce.config import LLMConfig, ModelEndpoint
 from bruce.contracts import ToolCall
-from bruce.errors import LLMCallFailed, LLMNotConfigured, LLMUnavailable
+from bruce.errors import LLMCallFailed, LLMNotConfigured, LLMUnavailable, OverBudget
 from bruce.llm_stream import MalformedReply, collect_stream
 from bruce.progress import Thinking
 from bruce.store import LLMCallRecord, Store
 from bruce.texts import llm_not_configured
 from bruce.turn import TurnScope
-from bruce.values import LLMCallStatus
+from bruce.values import LLMCallStatus, TurnSource
 
 __all__ = ["LLMService", "LLMReply", "provider_key_env"]
 
@@ -287,6 +288,7 @@ class LLMService:
         self._store = store
         self._clock = clock
         self._environ = os.environ if environ is None else environ
+        self.budget: Budget | None = None  # the daily budget (app wiring); None: no limit
         self._circuits: dict[tuple[str | None, str], _Circuit] = {}
         self._spent: OrderedDict[str, float] = OrderedDict()  # turn id -> seconds spent waiting on models
 
@@ -321,6 +323,10 @@ class LLMService:
         hint = self.missing_configuration()
         if hint:
             raise LLMNotConfigured(hint)
+        if scope.source is TurnSource.SUMMARY and self.budget is not None \
+                and await self.budget.reached(BACKGROUND_STOP_AT) is not None:
+            log.info("llm.background_over_budget")
+            raise OverBudget("the day's LLM budget is 90% spent: background calls wait for tomorrow")
         litellm = _litellm()
         endpoints = self._config.endpoints()
         if model is not None:

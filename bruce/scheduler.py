@@ -38,6 +38,7 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
 
+from bruce.budget import Budget
 from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.contracts import ToolContract
 from bruce.conversations import TurnOutcome
@@ -85,7 +86,8 @@ class SchedulerSettings:
 
 class Scheduler:
     def __init__(self, *, store: Store, clock: Clock, book: JobBook, doors: Doors, notices: Notices,
-                 settings: SchedulerSettings) -> None:
+                 settings: SchedulerSettings, budget: Budget | None = None) -> None:
+        self._budget = budget
         self._jobs = store.jobs
         self._clock = clock
         self._book = book
@@ -310,6 +312,12 @@ class Scheduler:
         if job.execution_mode == "message":
             message_id = await self._doors.post(job.conversation_id, job.content)
             return await self._record_sent(run_id, message_id, None, job.content)
+        over = await self._budget.reached() if self._budget is not None else None
+        if over is not None:  # a reminder needs no model and still fires; a briefing waits for the budget
+            log.warning("scheduler.over_budget", tokens=over.tokens, usd=round(over.usd, 4))
+            await self._jobs.finish_run(run_id, status=JobRunStatus.OVER_BUDGET,
+                                        error=f"skipped: the day's LLM budget is spent (resets {utc_iso(over.resets_at)})")
+            return JobRunStatus.OVER_BUDGET, None
         quiet = QUIET_TOKEN if job.notify == "if_actionable" else None
         outcome = await self._doors.run_proactive(job.conversation_id, job.content, job_id=job.id,
                                                   tools=no_proactive_tools, quiet_token=quiet)
@@ -336,7 +344,7 @@ class Scheduler:
     async def _advance(self, job: JobRecord, scheduled_for: str, status: JobRunStatus, error: str | None) -> None:
         """Move the job past this run: a one-off is done (its delivery is stored, or its failure
         told), a recurring one gets its next run; consecutive failed deliveries flag it."""
-        ok = status in (JobRunStatus.DELIVERED, JobRunStatus.QUIET)
+        ok = status in (JobRunStatus.DELIVERED, JobRunStatus.QUIET, JobRunStatus.OVER_BUDGET)
         failures = 0 if ok else job.failures + 1
         changes: dict[str, Any] = {"failures": failures}
         if not ok and failures >= self._settings.max_failures:

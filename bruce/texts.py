@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from bruce.values import DecisionOutcome
 
 __all__ = [
+    "budget_reached",
+    "budget_warning",
     "rate_limited",
     "job_missed",
     "jobs_listing",
@@ -104,6 +107,28 @@ def skipped_note(tools: Sequence[str]) -> str:
 
 def proactive_failed(notice: str) -> str:
     return f"I could not complete a scheduled task. {notice}"
+
+
+def _spent(spend: Any) -> str:
+    parts = []
+    if spend.limit_usd is not None:
+        parts.append(f"${spend.usd:.2f} of ${spend.limit_usd:.2f}")
+    if spend.limit_tokens is not None:
+        parts.append(f"{spend.tokens:,} of {spend.limit_tokens:,} tokens")
+    return ", ".join(parts)
+
+
+def budget_reached(spend: Any, zone: ZoneInfo) -> str:
+    reset = spend.resets_at.astimezone(zone)
+    return (f"Today's LLM budget is used up ({_spent(spend)}), so I cannot answer with the model until "
+            f"{reset:%H:%M} ({zone.key}) on {reset:%a %Y-%m-%d}. The owner can raise today's budget once with "
+            "`bruce budget allow --usd N`. Reminders still arrive.")
+
+
+def budget_warning(spend: Any, zone: ZoneInfo) -> str:
+    reset = spend.resets_at.astimezone(zone)
+    return (f"Note: {int(spend.fraction * 100)}% of today's LLM budget is used ({_spent(spend)}). "
+            f"At 100% I stop using the model until {reset:%H:%M} ({zone.key}).")
 
 
 def rate_limited(retry_at: datetime, zone: ZoneInfo) -> str:

@@ -22,6 +22,7 @@ turn.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import sys
 import threading
@@ -231,8 +232,9 @@ class ConsoleChannel:
         except UnicodeDecodeError:  # a stream that cannot keep bad bytes: end the session, say why
             loop.call_soon_threadsafe(self._notice, "(input that is not valid UTF-8 text could not be read; leaving)")
             loop.call_soon_threadsafe(queue.put_nowait, None)
-        except (OSError, ValueError, KeyboardInterrupt):
-            loop.call_soon_threadsafe(queue.put_nowait, None)
+        except (OSError, ValueError, KeyboardInterrupt):  # stdin closed under us: the session is over
+            with contextlib.suppress(RuntimeError):  # ...and so may be the event loop, already
+                loop.call_soon_threadsafe(queue.put_nowait, None)
 
     def _offer_prompt(self) -> None:
         """At a terminal: let the reading thread show a prompt (once; not while one is out)."""

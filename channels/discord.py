@@ -44,7 +44,7 @@ unknown channel and other refusals permanent. The outbox does the rest.
 
 Approvals and commands: buttons with persistent custom ids (``discord_ui``), pressed by anyone
 but decided by ``inbound.decide`` (someone else than the requester is refused, ephemerally);
-the slash commands ``/new`` (passed on as the text ``/new``), ``/jobs``, ``/help`` and ``/id``
+the slash commands ``/new``, ``/jobs`` and ``/usage`` (passed on as that text), ``/help`` and ``/id``
 (answered ephemerally) are registered at start-up.
 """
 
@@ -364,6 +364,10 @@ class DiscordChannel:
         @tree.command(name="jobs", description="your reminders and scheduled jobs, with their next run")
         async def jobs(interaction: discord.Interaction) -> None:
             await self._slash_to_core(interaction, "/jobs", "Listing your scheduled jobs…")
+
+        @tree.command(name="usage", description="model calls, tokens and cost of the last days")
+        async def usage(interaction: discord.Interaction) -> None:
+            await self._slash_to_core(interaction, "/usage", "Adding up the model's use…")
 
         @tree.command(name="help", description="what I can do")
         async def help_(interaction: discord.Interaction) -> None:

@@ -96,7 +96,8 @@ ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 COMMANDS = [("help", "what I can do"), ("id", "your Telegram user id, for the allow-list"),
             ("approve", "approve a pending request: /approve ID"), ("deny", "deny a pending request: /deny ID"),
             ("new", "start a fresh conversation (a summary of this one is kept)"),
-            ("jobs", "your reminders and scheduled jobs, with their next run")]
+            ("jobs", "your reminders and scheduled jobs, with their next run"),
+            ("usage", "model calls, tokens and cost of the last days")]
 STEP_TEXT = {"web.search": "Searching the web…", "web.read_url": "Reading a page…", "math.calculate": "Calculating…",
              "clock.now": "Checking the time…", "artifact.save": "Saving a document…",
              "files.write": "Preparing a note…", "http.post": "Preparing a request…"}

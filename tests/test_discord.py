@@ -97,7 +97,7 @@ async def test_a_dm_from_an_allowed_user_gets_typing_and_a_reply(started, fake, 
 
 async def test_start_up_registers_the_slash_commands_with_the_intents(started, fake):
     await started()
-    assert [c["name"] for c in fake.commands] == ["new", "jobs", "help", "id"]
+    assert [c["name"] for c in fake.commands] == ["new", "jobs", "usage", "help", "id"]
     assert fake.intents == (1 << 0) | (1 << 9) | (1 << 12) | (1 << 15)  # guilds, guild and DM messages, content
 
 

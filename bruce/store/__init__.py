@@ -1,7 +1,7 @@
 """The one database, by concern: ``Store.open(path, clock)`` gives one connection and one write
 lock shared by ``messages`` (conversations, messages, summaries, turns), ``audit`` (llm_calls,
 tool_executions, idempotency keys), ``confirmations``, ``artifacts`` and ``pairing``
-(pairing_requests, paired_users), ``jobs`` (proactive_jobs, job_runs). New concerns (memory) get a module here and an
+(pairing_requests, paired_users), ``jobs`` (proactive_jobs, job_runs), ``usage`` (sums over llm_calls; budget_allowances, budget_notices). New concerns (memory) get a module here and an
 attribute on ``Store``."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from bruce.store.records import (
     Summary,
     ToolExecutionRecord,
 )
+from bruce.store.usage import UsageStore
 
 __all__ = [
     "Store",
@@ -51,6 +52,7 @@ class Store:
         self.artifacts = ArtifactStore(database)
         self.pairing = PairingStore(database)
         self.jobs = JobStore(database)
+        self.usage = UsageStore(database)
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock, *, busy_timeout_ms: int = 5000, create: bool = True) -> Store:
