@@ -148,6 +148,13 @@ async def budget_command(config: Config, args: argparse.Namespace, config_path: 
             if not budget.enabled:
                 print("bruce: llm.budget sets no daily limit; there is nothing to raise", file=sys.stderr)
                 return 1
+            unset = [name for name, given, limit in (("--usd", args.usd, b.daily_usd), ("--tokens", args.tokens,
+                                                                                         b.daily_tokens))
+                     if given and limit is None]
+            if unset:  # the allowance is once a day: never spend it on a limit that is not there
+                key = "daily_usd" if unset[0] == "--usd" else "daily_tokens"
+                print(f"bruce: {unset[0]}: llm.budget.{key} is null (no such limit); nothing changed", file=sys.stderr)
+                return 2
             if not await budget.allow(usd=args.usd, tokens=args.tokens):
                 print("bruce: today's budget was raised already (once a day); nothing changed", file=sys.stderr)
                 return 1

@@ -148,6 +148,15 @@ async def test_bruce_budget_status_and_allow_once(app_factory, fake_llm, channel
     assert code == 2 and "--usd" in err
 
 
+async def test_allowing_dollars_when_only_tokens_are_limited_is_refused_and_keeps_the_days_allowance(
+        app_factory, bruce, capsys):
+    await app_factory(llm={"budget": {"daily_tokens": 100}})
+    code, _, err = await bruce(capsys, "budget", "allow", "--usd", "5")
+    assert code == 2 and "llm.budget.daily_usd is null" in err and "nothing changed" in err
+    code, out, _ = await bruce(capsys, "budget", "allow", "--tokens", "50")
+    assert code == 0 and "0 of 150 tokens" in out
+
+
 async def test_bruce_usage_and_slash_usage_show_tokens_cost_calls_and_cache_hits(
         app_factory, fake_llm, channel, bruce, capsys, clock):
     app = await app_factory()
