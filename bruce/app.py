@@ -39,6 +39,7 @@ from bruce.store import Store
 from bruce.worker import Worker, WorkerSettings
 
 if TYPE_CHECKING:
+    from bruce.admin import AdminServer
     from channels.console import ConsoleChannel
     from channels.console_socket import SocketConsole
 
@@ -133,6 +134,7 @@ class App:
     outbox: Outbox
     jobs: JobBook
     scheduler: Scheduler | None = None  # None: scheduler.enabled is false
+    admin: AdminServer | None = None  # serving once start_admin() ran (``bruce run``)
     channels: dict[str, Channel] = field(default_factory=dict)
     _stopped: bool = field(default=False, init=False)
     _locks: list[TextIO] = field(default_factory=list, init=False)
@@ -187,6 +189,29 @@ class App:
         if self.scheduler is not None:
             await self.scheduler.start()
 
+    async def start_admin(self) -> str | None:
+        """Serve the admin page on ``admin.host:port`` (``bruce run`` only); its URL, or None when
+        ``admin.enabled`` is false. Raises ConfigError on a host beyond loopback without a token."""
+        from bruce.admin import AdminServer
+        from bruce.admin.auth import resolve_token
+
+        a = self.config.admin
+        if not a.enabled:
+            return None
+        token, generated = resolve_token(a.token.get_secret_value() if a.token else None, host=a.host,
+                                         data_dir=self.config.storage.path.parent)
+        if generated is not None:
+            log.warning("admin.token_file", path=str(generated),
+                        hint="admin.token is not set; log in to the admin page with the token in this file (mode 0600)")
+        self.admin = AdminServer(store=self.store, clock=self.clock, token=token, host=a.host, port=a.port,
+                                 health=self._health)
+        return await self.admin.start()
+
+    async def _health(self) -> dict[str, Any]:
+        scheduler = "off" if self.scheduler is None else "running" if self.scheduler.running else "standby"
+        received = self.worker.health()
+        return {"scheduler": scheduler, "channels": {name: {"last_receive": received.get(name)} for name in self.channels}}
+
     async def stop(self) -> None:
         """Drain and close; calling it again does nothing."""
         if self._stopped:
@@ -206,6 +231,8 @@ class App:
 
         for channel in self.channels.values():
             await channel.stop()
+        if self.admin is not None:
+            await self.admin.stop()
         await self.store.close()
         shutdown_tools()  # the tools' worker processes (calculator, page reader)
         if self.scheduler is not None:

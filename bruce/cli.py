@@ -99,6 +99,11 @@ def check_config(config: Config, *, source: str | None = None) -> None:
         if found:
             problems.append(f"tool {contract.name}: " + "; ".join(found))
     problems += unknown_overrides(config.tools, [c.name for c in contracts])
+    from bruce.admin.auth import is_loopback
+
+    if config.admin.enabled and config.admin.token is None and not is_loopback(config.admin.host):
+        problems.append(f"admin.token: required when admin.host ({config.admin.host}) is beyond this machine; "
+                        "set it (at least 16 random characters) or keep admin.host at 127.0.0.1")
     if problems:
         raise ConfigError(problems, source=source)
 
@@ -151,6 +156,7 @@ async def _serve(config: Config, redactor: Redactor) -> int:
     clock = SystemClock()
     app = await build_app(config, clock=clock, redactor=redactor, extra_channels=[socket_console(config, clock)])
     try:
+        await app.start_admin()  # first: a host beyond loopback without a token is refused before anything runs
         await app.start()
         await app.llm.warm_up()
         log.info("llm.ready", model=config.llm.model)

@@ -395,20 +395,20 @@ def _port_problem(host: str, port: int) -> str | None:
 
 
 def _admin(config: Config, raw: Any) -> list[Finding]:
-    """This version serves no admin page yet (admin.base_url only anchors artifact links), so
-    what is wrong here is a warning, ready for when it does; it never blocks start-up."""
+    """``bruce run`` serves the admin page: a token it would refuse blocks start-up; a port in
+    use is a warning (it may be this very Bruce, running)."""
     admin = config.admin
     if not admin.enabled:
         return [Finding(Mark.SKIP, "admin: disabled")]
-    return [Finding(Mark.WARN if f.mark is Mark.FAIL else f.mark, f.text, f.fix) for f in _admin_checks(admin, raw)]
+    return _admin_checks(admin, raw, config.storage.path.parent)
 
 
-def _admin_checks(admin: AdminConfig, raw: Any) -> list[Finding]:
+def _admin_checks(admin: AdminConfig, raw: Any, data_dir: Path) -> list[Finding]:
     found = []
     where = f"{admin.host}:{admin.port}"
     problem = _port_problem(admin.host, admin.port)
     if problem:
-        found.append(Finding(Mark.FAIL, f"admin: {where} {problem}", "stop the other program or set admin.port"))
+        found.append(Finding(Mark.WARN, f"admin: {where} {problem}", "stop the other program or set admin.port"))
     else:
         found.append(Finding(Mark.OK, f"admin: {where} is free"))
     if admin.host not in ("127.0.0.1", "::1", "localhost"):
@@ -417,8 +417,12 @@ def _admin_checks(admin: AdminConfig, raw: Any) -> list[Finding]:
     var = _variable(raw, "admin", "token")
     token = admin.token.get_secret_value() if admin.token else ""
     generate = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
-    if not token:
-        found.append(Finding(Mark.FAIL, "admin: no token" + (f" (${var} is empty)" if var else ""),
+    if not token and admin.host in ("127.0.0.1", "::1", "localhost"):
+        found.append(Finding(Mark.OK, "admin: no token set" + (f" (${var} is empty)" if var else "")
+                             + f"; one is generated at the first start into {data_dir / 'admin.token'} (mode 0600)"))
+    elif not token:
+        found.append(Finding(Mark.FAIL, "admin: no token, and the page listens beyond this machine"
+                             + (f" (${var} is empty)" if var else ""),
                              _fill(var, f"a long random value ({generate})", "admin.token")))
     elif len(token) < MIN_ADMIN_TOKEN:
         found.append(Finding(Mark.FAIL, f"admin: the token from {_named(raw, ('admin', 'token'), token)} is "

@@ -23,6 +23,7 @@ def write_config(tmp_path: Path, llm: dict) -> Path:
     path.write_text(yaml.safe_dump({
         "llm": {"retry_backoff_s": 0, "timeout_s": 10, **llm},
         "storage": {"path": str(tmp_path / "bruce.db")},
+        "admin": {"port": 0},  # any free port: a test never collides with a real daemon
     }))
     return path
 

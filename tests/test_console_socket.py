@@ -283,6 +283,7 @@ def write_config(tmp_path: Path, fake_llm) -> Path:
         "llm": {"model": "openai/primary", "api_base": fake_llm.base_url, "api_key": "sk-test-123456",
                 "retry_backoff_s": 0, "timeout_s": 10},
         "storage": {"path": "data/bruce.db"},  # relative: next to the config, wherever the commands run
+        "admin": {"port": 0},
     }))
     return path
 

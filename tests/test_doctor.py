@@ -103,8 +103,7 @@ async def test_each_problem_is_a_cross_with_its_fix_and_the_exit_is_non_zero(tmp
     assert any(line.startswith("✗ telegram: token from $DOCTOR_TG_TOKEN refused (401: Unauthorized)")
                for line in failed)
     assert any(line.startswith("✗ telegram: allowed_users is empty") for line in failed)
-    assert any(line.startswith("! admin: the token from ****") and "5 characters" in line for line in lines)
-    assert not any(line.startswith("✗ admin") for line in lines)  # no admin page in this version: a warning
+    assert any(line.startswith("✗ admin: the token from ****") and "5 characters" in line for line in failed)
     assert any("ExecStart's program /nonexistent/bin/bruce" in line for line in failed)
     assert any("ExecStart's --config missing.yml does not exist" in line for line in failed)
     assert any(line.startswith("✗ systemd: ReadWritePaths does not cover") and str(tmp_path / "data") in line

@@ -45,3 +45,31 @@ class AuditStore:
             " VALUES (?, ?, ?, ?, ?)",
             (key, tool_name, json.dumps(output, default=str), self._db.now(), expires_at),
         )
+
+    # the admin page's view ---------------------------------------------------------------
+
+    async def tool_executions(self, *, filters: dict[str, str], before_id: int | None, limit: int) -> list[dict[str, Any]]:
+        """Newest first; ``filters`` by column (tool_name, status, conversation_id, source) and
+        ``since`` / ``until`` on created_at; ``before_id``: the cursor (the last id of the page before)."""
+        where: list[str] = []
+        params: list[Any] = []
+        for column in ("tool_name", "status", "conversation_id", "source"):
+            if column in filters:
+                where.append(f"{column} = ?")
+                params.append(filters[column])
+        if "since" in filters:
+            where.append("created_at >= ?")
+            params.append(filters["since"])
+        if "until" in filters:
+            where.append("created_at < ?")
+            params.append(filters["until"])
+        if before_id is not None:
+            where.append("id < ?")
+            params.append(before_id)
+        sql = "SELECT * FROM tool_executions" + (" WHERE " + " AND ".join(where) if where else "")
+        rows = await self._db.rows(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
+        return [dict(r) for r in rows]
+
+    async def tool_execution(self, execution_id: int) -> dict[str, Any] | None:
+        row = await self._db.row("SELECT * FROM tool_executions WHERE id = ?", (execution_id,))
+        return dict(row) if row else None

@@ -1,0 +1,290 @@
+"""The admin app: routes, security headers, and the auth gate (``bruce.admin.auth``).
+
+Pages: ``/login``, ``/logs`` (tool executions, newest first, filters, cursor pagination) and
+``/logs/ID`` (one execution, pretty-printed). JSON: ``GET /api/tool-executions`` (the same
+filters: ``tool``, ``status``, ``conversation``, ``source``, ``since``, ``until``, ``limit``,
+``cursor``; answer ``{"items": [...], "next_cursor": ...}``) and ``/api/tool-executions/ID``.
+``GET /healthz`` needs no token. A bad filter is a 400 naming it, never a 500.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import structlog
+from aiohttp import web
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from bruce.admin.auth import COOKIE, LoginLimiter, Session, Sessions, same
+from bruce.clock import Clock, utc_iso
+from bruce.store import Store
+from bruce.values import ToolStatus, TurnSource
+
+__all__ = ["AdminServer", "SECURITY_HEADERS"]
+
+log = structlog.get_logger(__name__)
+
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'")
+SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+                    "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
+OPEN_PATHS = ("/healthz", "/login", "/static/")
+MAX_LIMIT = 200
+FILTERS = {"tool": "tool_name", "status": "status", "conversation": "conversation_id", "source": "source",
+           "since": "since", "until": "until"}
+STATIC = Path(__file__).parent / "static"
+
+Health = Callable[[], Awaitable[dict[str, Any]]]
+SESSION = web.RequestKey("session", Session)
+
+
+class BadRequest(ValueError):
+    """A query the API cannot answer; the text names the parameter."""
+
+
+class AdminServer:
+    def __init__(self, *, store: Store, clock: Clock, token: str, host: str, port: int,
+                 health: Health | None = None) -> None:
+        self._store = store
+        self._clock = clock
+        self._token = token
+        self._host = host
+        self._port = port
+        self._health = health
+        self.sessions = Sessions()
+        self.logins = LoginLimiter()
+        self._runner: web.AppRunner | None = None
+        self._templates = Environment(loader=PackageLoader("bruce.admin", "templates"),
+                                      autoescape=select_autoescape(default=True))
+        self.app = self._build()
+
+    # lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> str:
+        """Listen; returns the base URL (the port the system chose when ``port`` is 0)."""
+        self._runner = web.AppRunner(self.app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        url = f"http://{host}:{port}"
+        log.info("admin.listening", url=url)
+        return url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # the app --------------------------------------------------------------------------------
+
+    def _build(self) -> web.Application:
+        app = web.Application(middlewares=[self._headers, self._gate])
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/login", self._login_form)
+        app.router.add_post("/login", self._login)
+        app.router.add_post("/logout", self._logout)
+        app.router.add_get("/", self._home)
+        app.router.add_get("/logs", self._logs_page)
+        app.router.add_get("/logs/{id}", self._log_page)
+        app.router.add_get("/api/tool-executions", self._api_tool_executions)
+        app.router.add_get("/api/tool-executions/{id}", self._api_tool_execution)
+        app.router.add_static("/static/", STATIC, append_version=False)
+        return app
+
+    @web.middleware
+    async def _headers(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                       ) -> web.StreamResponse:
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:
+            for name, value in SECURITY_HEADERS.items():
+                exc.headers.setdefault(name, value)
+            raise
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    @web.middleware
+    async def _gate(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                    ) -> web.StreamResponse:
+        """Every route but the open ones needs the token (Bearer) or a session (cookie, plus
+        CSRF on a state-changing request)."""
+        if request.path.startswith(OPEN_PATHS) or request.path == "/login":
+            return await handler(request)
+        api = request.path.startswith("/api/")
+        header = request.headers.get("Authorization", "")
+        if header.startswith("Bearer "):
+            if same(header[7:].strip(), self._token):
+                return await handler(request)
+            return _unauthorized(api, "wrong admin token")
+        session = self.sessions.get(request.cookies.get(COOKIE), self._clock.monotonic())
+        if session is None:
+            return _unauthorized(api, "the admin token is required (Authorization: Bearer TOKEN, or log in)")
+        if request.method not in ("GET", "HEAD"):
+            form = await request.post() if request.content_type.endswith("form-urlencoded") else {}
+            given = request.headers.get("X-CSRF-Token") or str(form.get("csrf", ""))
+            if not same(given, session.csrf):
+                return web.json_response({"error": "missing or wrong CSRF token"}, status=403)
+        request[SESSION] = session
+        return await handler(request)
+
+    # open routes ----------------------------------------------------------------------------
+
+    async def _home(self, request: web.Request) -> web.Response:
+        return _redirect("/logs")
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        found: dict[str, Any] = {"status": "ok"}
+        try:
+            row = await self._store.database.row("SELECT max(created_at) AS at FROM llm_calls WHERE status = 'ok'")
+            found["database"] = "ok"
+            found["llm_last_ok"] = row["at"] if row else None
+        except Exception as exc:  # the page says what is wrong; it never fails itself
+            found.update(status="degraded", database=f"error: {type(exc).__name__}", llm_last_ok=None)
+        if self._health is not None:
+            found.update(await self._health())
+        return web.json_response(found, status=200 if found["status"] == "ok" else 503)
+
+    async def _login_form(self, request: web.Request) -> web.Response:
+        return self._page("login.html", error=None, status=200)
+
+    async def _login(self, request: web.Request) -> web.Response:
+        client = request.remote or "?"
+        now = self._clock.monotonic()
+        wait = self.logins.blocked(client, now)
+        if wait is not None:
+            return self._page("login.html", error=f"Too many attempts; try again in {int(wait) + 1} s.", status=429)
+        form = await request.post()
+        if not same(str(form.get("token", "")).strip(), self._token):
+            self.logins.failed(client, now)
+            log.warning("admin.login_failed", client=client)
+            return self._page("login.html", error="That is not the admin token.", status=401)
+        sid, _ = self.sessions.new(now)
+        response = _redirect("/logs")
+        response.set_cookie(COOKIE, sid, httponly=True, samesite="Strict", path="/", max_age=12 * 3600)
+        log.info("admin.login", client=client)
+        return response
+
+    async def _logout(self, request: web.Request) -> web.Response:
+        self.sessions.end(request.cookies.get(COOKIE))
+        response = _redirect("/login")
+        response.del_cookie(COOKIE, path="/")
+        return response
+
+    # tool executions ------------------------------------------------------------------------
+
+    async def _executions(self, query: Mapping[str, str]) -> tuple[list[dict[str, Any]], int | None, dict[str, str]]:
+        filters, limit, cursor = _parse_filters(query)
+        rows = await self._store.audit.tool_executions(filters=filters, before_id=cursor, limit=limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return [_item(r) for r in rows], (rows[-1]["id"] if more and rows else None), filters
+
+    async def _api_tool_executions(self, request: web.Request) -> web.Response:
+        try:
+            items, next_cursor, _ = await self._executions(request.query)
+        except BadRequest as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        return web.json_response({"items": items, "next_cursor": next_cursor})
+
+    async def _api_tool_execution(self, request: web.Request) -> web.Response:
+        item = await self._one(request)
+        if item is None:
+            return web.json_response({"error": f"no tool execution {request.match_info['id'][:40]!r}"}, status=404)
+        return web.json_response(item)
+
+    async def _one(self, request: web.Request) -> dict[str, Any] | None:
+        raw = request.match_info["id"]
+        if not raw.isdigit() or len(raw) > 18:
+            return None
+        row = await self._store.audit.tool_execution(int(raw))
+        return _item(row) if row else None
+
+    async def _logs_page(self, request: web.Request) -> web.Response:
+        try:
+            items, next_cursor, _ = await self._executions(request.query)
+        except BadRequest as exc:
+            return self._page("logs.html", request=request, items=[], error=str(exc), query=request.query,
+                              older=None, status=400)
+        older = None
+        if next_cursor is not None:
+            older = "/logs?" + urlencode({**{k: v for k, v in request.query.items() if k != "cursor"},
+                                          "cursor": next_cursor})
+        return self._page("logs.html", request=request, items=items, error=None, query=request.query, older=older,
+                          statuses=[s.value for s in ToolStatus], sources=[s.value for s in TurnSource])
+
+    async def _log_page(self, request: web.Request) -> web.Response:
+        item = await self._one(request)
+        if item is None:
+            raise web.HTTPNotFound(text="no such tool execution")
+        return self._page("log.html", request=request, item=item,
+                          input_text=json.dumps(item["input"], indent=2, ensure_ascii=False),
+                          output_text=json.dumps(item["output"], indent=2, ensure_ascii=False))
+
+    def _page(self, name: str, *, status: int = 200, request: web.Request | None = None, **values: Any) -> web.Response:
+        session: Session | None = request.get(SESSION) if request is not None else None
+        html = self._templates.get_template(name).render(csrf=session.csrf if session else "", **values)
+        return web.Response(text=html, content_type="text/html", status=status)
+
+
+def _parse_filters(query: Mapping[str, str]) -> tuple[dict[str, str], int, int | None]:
+    unknown = sorted(set(query) - set(FILTERS) - {"limit", "cursor"})
+    if unknown:
+        raise BadRequest(f"unknown parameter {unknown[0][:40]!r}; use {', '.join([*FILTERS, 'limit', 'cursor'])}")
+    filters: dict[str, str] = {}
+    for name, column in FILTERS.items():
+        value = query.get(name, "").strip()
+        if not value:
+            continue
+        if name == "status" and value not in {s.value for s in ToolStatus}:
+            raise BadRequest(f"status: {value[:40]!r} is not one of {', '.join(s.value for s in ToolStatus)}")
+        if name == "source" and value not in {s.value for s in TurnSource}:
+            raise BadRequest(f"source: {value[:40]!r} is not one of {', '.join(s.value for s in TurnSource)}")
+        if name in ("since", "until"):
+            try:
+                moment = datetime.fromisoformat(value)
+            except ValueError:
+                raise BadRequest(f"{name}: {value[:40]!r} is not an ISO 8601 date-time") from None
+            if moment.tzinfo is None:
+                raise BadRequest(f"{name}: give a UTC offset, e.g. {value[:19]}Z")
+            value = utc_iso(moment)
+        filters[column] = value[:200]
+    limit_text = query.get("limit", "50")
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_LIMIT:
+        raise BadRequest(f"limit: a whole number from 1 to {MAX_LIMIT} (got {limit_text[:20]!r})")
+    cursor_text = query.get("cursor", "")
+    if cursor_text and (not cursor_text.isdigit() or len(cursor_text) > 18):
+        raise BadRequest(f"cursor: give the next_cursor of the previous page (got {cursor_text[:20]!r})")
+    return filters, int(limit_text), int(cursor_text) if cursor_text else None
+
+
+def _item(row: Mapping[str, Any]) -> dict[str, Any]:
+    def parsed(text: Any) -> Any:
+        if text is None:
+            return None
+        try:
+            return json.loads(text)
+        except (TypeError, ValueError):
+            return text
+
+    return {"id": row["id"], "tool_name": row["tool_name"], "status": row["status"], "risk": row["risk"],
+            "source": row["source"], "conversation_id": row["conversation_id"], "turn_id": row["turn_id"],
+            "latency_ms": row["latency_ms"], "started_at": row["created_at"], "input": parsed(row["input"]),
+            "output": parsed(row["output"]), "error": row["error"]}
+
+
+def _redirect(location: str) -> web.Response:
+    return web.Response(status=303, headers={"Location": location})
+
+
+def _unauthorized(api: bool, reason: str) -> web.Response:
+    if api:
+        return web.json_response({"error": reason}, status=401, headers={"WWW-Authenticate": "Bearer"})
+    return _redirect("/login")

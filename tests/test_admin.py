@@ -1,0 +1,170 @@
+"""The admin page's security and tool-log API, through aiohttp's test client on a real socket:
+the token (Bearer or the login cookie), CSRF, the login rate limit, the security headers,
+every filter and the cursor; a generated token file; no start beyond loopback without a token."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+import yaml
+from aiohttp.test_utils import TestClient, TestServer
+
+from bruce.admin import AdminServer
+from bruce.admin.auth import resolve_token
+from bruce.cli import main
+from bruce.errors import ConfigError
+from tests.fakes.llm_server import Step
+from tests.helpers import say
+
+TOKEN = "a-long-admin-token-0123456789"
+BEARER = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+async def admin(app):
+    server = AdminServer(store=app.store, clock=app.clock, token=TOKEN, host="127.0.0.1", port=0,
+                         health=app._health)
+    client = TestClient(TestServer(server.app))
+    await client.start_server()
+    yield client
+    await client.close()
+
+
+async def some_executions(app, fake_llm) -> None:
+    """Three tool executions from two conversations: clock ok, math ok, math invalid."""
+    fake_llm.add(Step.tool_calls(("clock_now", {})), Step.text("Noon."))
+    await say(app, "time?")
+    fake_llm.add(Step.tool_calls(("math_calculate", {"expression": "2+2"})), Step.text("4."))
+    await say(app, "2+2?", chat="c2")
+    app.clock.advance(hours=1)
+    fake_llm.add(Step.tool_calls(("math_calculate", {"nope": 1})), Step.text("Hm."))
+    await say(app, "again", chat="c2")
+
+
+async def test_without_the_token_the_api_says_401_and_a_page_goes_to_login(admin):
+    response = await admin.get("/api/tool-executions")
+    assert response.status == 401 and (await response.json())["error"].startswith("the admin token is required")
+    response = await admin.get("/api/tool-executions", headers={"Authorization": "Bearer wrong-token"})
+    assert response.status == 401
+    response = await admin.get("/logs", allow_redirects=False)
+    assert response.status == 303 and response.headers["Location"] == "/login"
+    response = await admin.get("/api/tool-executions", headers=BEARER)
+    assert response.status == 200 and await response.json() == {"items": [], "next_cursor": None}
+
+
+async def test_login_sets_a_strict_httponly_cookie_and_forms_need_the_csrf_token(admin):
+    response = await admin.post("/login", data={"token": "not it"})
+    assert response.status == 401 and "not the admin token" in await response.text()
+    response = await admin.post("/login", data={"token": TOKEN}, allow_redirects=False)
+    assert response.status == 303 and response.headers["Location"] == "/logs"
+    cookie = response.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    page = await admin.get("/logs")
+    assert page.status == 200 and "Tool logs" in await page.text()
+    html = await page.text()
+    csrf = html.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    response = await admin.post("/logout", data={"csrf": "forged"}, allow_redirects=False)
+    assert response.status == 403
+    response = await admin.post("/logout", data={"csrf": csrf}, allow_redirects=False)
+    assert response.status == 303 and response.headers["Location"] == "/login"
+    response = await admin.get("/logs", allow_redirects=False)
+    assert response.status == 303  # the session is over
+
+
+async def test_login_attempts_are_rate_limited(admin):
+    for _ in range(5):
+        assert (await admin.post("/login", data={"token": "guess"})).status == 401
+    response = await admin.post("/login", data={"token": TOKEN})
+    assert response.status == 429 and "Too many attempts" in await response.text()
+
+
+async def test_every_response_carries_the_security_headers(admin):
+    for path, headers in (("/login", {}), ("/api/tool-executions", BEARER), ("/api/tool-executions", {}),
+                          ("/healthz", {}), ("/nothing-here", BEARER), ("/static/admin.css", {})):
+        response = await admin.get(path, headers=headers, allow_redirects=False)
+        csp = response.headers.get("Content-Security-Policy", "")
+        assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp and "unsafe-inline" not in csp, path
+        assert response.headers.get("X-Content-Type-Options") == "nosniff", path
+
+
+async def test_the_filters_and_the_cursor(app, admin, fake_llm):
+    await some_executions(app, fake_llm)
+
+    async def items(**query) -> dict:
+        response = await admin.get("/api/tool-executions", params=query, headers=BEARER)
+        assert response.status == 200, await response.text()
+        return await response.json()
+
+    everything = (await items())["items"]
+    assert [i["tool_name"] for i in everything] == ["math.calculate", "math.calculate", "clock.now"]  # newest first
+    first = everything[-1]
+    assert set(first) == {"id", "tool_name", "status", "risk", "source", "conversation_id", "turn_id", "latency_ms",
+                          "started_at", "input", "output", "error"}
+    assert first["output"]["timezone"] == "America/Sao_Paulo" and first["source"] == "chat"
+    assert [i["tool_name"] for i in (await items(tool="clock.now"))["items"]] == ["clock.now"]
+    assert [i["status"] for i in (await items(status="invalid_args"))["items"]] == ["invalid_args"]
+    assert len((await items(conversation="test:c2"))["items"]) == 2
+    assert len((await items(source="chat"))["items"]) == 3 and (await items(source="proactive"))["items"] == []
+    assert len((await items(since="2026-12-02T12:30:00Z"))["items"]) == 1
+    assert len((await items(until="2026-12-02T12:30:00+00:00"))["items"]) == 2
+    page = await items(limit="2")
+    assert len(page["items"]) == 2 and page["next_cursor"] == page["items"][-1]["id"]
+    rest = await items(limit="2", cursor=str(page["next_cursor"]))
+    assert [i["tool_name"] for i in rest["items"]] == ["clock.now"] and rest["next_cursor"] is None
+    one = await admin.get(f"/api/tool-executions/{first['id']}", headers=BEARER)
+    assert (await one.json())["tool_name"] == "clock.now"
+
+
+@pytest.mark.parametrize(("query", "named"), [
+    ({"status": "great"}, "status"), ({"source": "email"}, "source"), ({"since": "yesterday"}, "since"),
+    ({"until": "2026-12-02T12:00:00"}, "until"), ({"limit": "0"}, "limit"), ({"limit": "201"}, "limit"),
+    ({"limit": "many"}, "limit"), ({"cursor": "-1"}, "cursor"), ({"colour": "red"}, "colour"),
+])
+async def test_a_bad_filter_is_a_400_naming_it(admin, query, named):
+    response = await admin.get("/api/tool-executions", params=query, headers=BEARER)
+    assert response.status == 400
+    assert named in (await response.json())["error"]
+
+
+async def test_the_logs_page_filters_and_shows_a_detail(app, admin, fake_llm):
+    await some_executions(app, fake_llm)
+    await admin.post("/login", data={"token": TOKEN})
+    html = await (await admin.get("/logs", params={"status": "invalid_args"})).text()
+    assert html.count("<tr class=\"status-") == 1 and "math.calculate" in html
+    html = await (await admin.get("/logs", params={"tool": "clock.now"})).text()
+    detail_id = html.split('href="/logs/', 1)[1].split('"', 1)[0]
+    detail = await (await admin.get(f"/logs/{detail_id}")).text()
+    assert '\n  &#34;timezone&#34;: &#34;America/Sao_Paulo&#34;' in detail  # pretty-printed, escaped
+    assert (await admin.get("/logs/999999")).status == 404
+    assert (await admin.get("/logs", params={"status": "great"})).status == 400
+
+
+async def test_healthz_needs_no_token_and_says_what_runs(admin):
+    response = await admin.get("/healthz")
+    assert response.status == 200
+    body = await response.json()
+    assert body["status"] == "ok" and body["database"] == "ok" and body["scheduler"] == "running"
+    assert "test" in body["channels"] and "llm_last_ok" in body
+
+
+def test_a_token_is_generated_once_with_mode_0600(tmp_path: Path):
+    token, path = resolve_token(None, host="127.0.0.1", data_dir=tmp_path / "data")
+    assert path == tmp_path / "data" / "admin.token" and len(token) >= 32
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert resolve_token(None, host="127.0.0.1", data_dir=tmp_path / "data") == (token, path)
+    assert resolve_token(TOKEN, host="0.0.0.0", data_dir=tmp_path) == (TOKEN, None)
+    with pytest.raises(ConfigError, match="at least 16"):
+        resolve_token("short", host="127.0.0.1", data_dir=tmp_path)
+
+
+def test_a_host_beyond_loopback_without_a_token_is_refused(tmp_path: Path, capsys):
+    with pytest.raises(ConfigError, match="admin.host is '0.0.0.0'"):
+        resolve_token(None, host="0.0.0.0", data_dir=tmp_path)
+    config = tmp_path / "config.yml"
+    config.write_text(yaml.safe_dump({"storage": {"path": str(tmp_path / "bruce.db")}, "admin": {"host": "0.0.0.0"}}))
+    assert main(["--config", str(config), "config", "check"]) == 2
+    assert "admin.token: required when admin.host (0.0.0.0) is beyond this machine" in capsys.readouterr().err
+    assert main(["--config", str(config), "run"]) == 2
+    assert not (tmp_path / "bruce.db").exists()
