@@ -49,8 +49,9 @@ class BadRequest(ValueError):
 
 class AdminServer:
     def __init__(self, *, store: Store, clock: Clock, token: str, host: str, port: int,
-                 health: Health | None = None) -> None:
+                 health: Health | None = None, artifacts_dir: Path | None = None) -> None:
         self._store = store
+        self._artifacts_dir = artifacts_dir.resolve() if artifacts_dir is not None else None
         self._clock = clock
         self._token = token
         self._host = host
@@ -95,6 +96,8 @@ class AdminServer:
         app.router.add_get("/logs/{id}", self._log_page)
         app.router.add_get("/api/tool-executions", self._api_tool_executions)
         app.router.add_get("/api/tool-executions/{id}", self._api_tool_execution)
+        app.router.add_get("/artifacts", self._artifacts_page)
+        app.router.add_get("/artifacts/{id}/{filename}", self._artifact_file)
         app.router.add_static("/static/", STATIC, append_version=False)
         return app
 
@@ -227,6 +230,51 @@ class AdminServer:
         return self._page("log.html", request=request, item=item,
                           input_text=json.dumps(item["input"], indent=2, ensure_ascii=False),
                           output_text=json.dumps(item["output"], indent=2, ensure_ascii=False))
+
+    # artifacts ------------------------------------------------------------------------------
+
+    async def _artifacts_page(self, request: web.Request) -> web.Response:
+        shown = []
+        for record in await self._store.artifacts.recent(limit=100):
+            preview = ""
+            file = self._file(record.path)
+            if record.format != "html" and file is not None:
+                try:
+                    with open(file, encoding="utf-8", errors="replace") as handle:
+                        preview = handle.read(300)
+                except OSError:
+                    preview = "(the file is missing)"
+            shown.append({"record": record, "url": f"/artifacts/{record.id}/{record.filename}", "preview": preview})
+        return self._page("artifacts.html", request=request, artifacts=shown)
+
+    async def _artifact_file(self, request: web.Request) -> web.StreamResponse:
+        """One artifact, as ``artifact.save`` linked it. The URL only names a row (id, and its exact
+        filename); the file is the row's, and must lie inside the artifacts folder: no path
+        in a URL ever reaches the file system. ``sandbox``: a saved page can never script this origin."""
+        artifact_id, filename = request.match_info["id"], request.match_info["filename"]
+        record = await self._store.artifacts.get(artifact_id) if artifact_id.isalnum() and len(artifact_id) <= 64 \
+            else None
+        file = self._file(record.path) if record is not None and record.filename == filename else None
+        if record is None or file is None:
+            raise web.HTTPNotFound(text="no such artifact")
+        kind = {"html": "text/html", "markdown": "text/markdown"}.get(record.format, "text/plain")
+        try:
+            body = file.read_bytes()
+        except OSError:
+            raise web.HTTPNotFound(text="the artifact's file is missing") from None
+        return web.Response(body=body, content_type=kind, charset="utf-8",
+                            headers={"Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff"})
+
+    def _file(self, stored: str) -> Path | None:
+        """The file a row names (relative to the artifacts folder, as ``artifact.save`` stores it),
+        if it lies inside that folder; None otherwise."""
+        if self._artifacts_dir is None:
+            return None
+        try:
+            path = (self._artifacts_dir / stored).resolve()
+        except (OSError, ValueError):
+            return None
+        return path if path.is_relative_to(self._artifacts_dir) else None
 
     def _page(self, name: str, *, status: int = 200, request: web.Request | None = None, **values: Any) -> web.Response:
         session: Session | None = request.get(SESSION) if request is not None else None

@@ -26,6 +26,10 @@ class ArtifactStore:
         row = await self._db.row("SELECT * FROM artifacts WHERE id = ?", (artifact_id,))
         return from_row(ArtifactRecord, row) if row else None
 
+    async def recent(self, *, limit: int = 100) -> list[ArtifactRecord]:
+        rows = await self._db.rows("SELECT * FROM artifacts ORDER BY created_at DESC, id LIMIT ?", (limit,))
+        return [from_row(ArtifactRecord, r) for r in rows]
+
     async def existing_paths(self, paths: set[str]) -> set[str]:
         """Which of these ``/artifacts/<id>/<filename>`` paths name a stored artifact."""
         found = set()
