@@ -204,7 +204,7 @@ class App:
             log.warning("admin.token_file", path=str(generated),
                         hint="admin.token is not set; log in to the admin page with the token in this file (mode 0600)")
         self.admin = AdminServer(store=self.store, clock=self.clock, token=token, host=a.host, port=a.port,
-                                 health=self._health, artifacts_dir=self.config.tools.artifacts.dir)
+                                 health=self._health, artifacts_dir=self.config.tools.artifacts.dir, jobs=self.jobs)
         return await self.admin.start()
 
     async def _health(self) -> dict[str, Any]:

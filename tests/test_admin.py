@@ -25,7 +25,7 @@ BEARER = {"Authorization": f"Bearer {TOKEN}"}
 @pytest.fixture
 async def admin(app):
     server = AdminServer(store=app.store, clock=app.clock, token=TOKEN, host="127.0.0.1", port=0,
-                         health=app._health)
+                         health=app._health, jobs=app.jobs)
     client = TestClient(TestServer(server.app))
     await client.start_server()
     yield client
@@ -221,3 +221,41 @@ async def test_a_row_pointing_outside_the_artifacts_folder_is_not_served(with_ar
                                   filename="secret.txt", fmt="text", path=str(secret), size_bytes=18, sha256="x")
     response = await client.get("/artifacts/evil0001/secret.txt", headers=BEARER)
     assert response.status == 404 and "secret" not in await response.text()
+
+
+async def test_a_turn_trace_has_the_message_each_call_in_order_and_the_reply(app, admin, fake_llm):
+    steps = [Step.tool_calls(("math_calculate", {"expression": "2+2"})), Step.text("It is 4.")]
+
+    def answer(body):  # each model call takes a second
+        app.clock.advance(seconds=1)
+        return steps.pop(0)
+
+    fake_llm.responder = answer
+    await say(app, "what is 2+2?")
+    (item,) = (await (await admin.get("/api/tool-executions", headers=BEARER)).json())["items"]
+    trace = await (await admin.get(f"/api/turns/{item['turn_id']}", headers=BEARER)).json()
+    assert trace["message"]["text"] == "what is 2+2?" and trace["turn"]["status"] == "ok"
+    assert [s["kind"] for s in trace["steps"]] == ["llm_call", "tool_execution", "llm_call"]
+    assert trace["steps"][0]["prompt_tokens"] == 10 and trace["steps"][1]["tool_name"] == "math.calculate"
+    assert [r["text"] for r in trace["replies"]] == ["It is 4."]
+    html = await (await admin.get(f"/turns/{item['turn_id']}", headers=BEARER)).text()
+    assert "what is 2+2?" in html and f'href="/logs/{item["id"]}"' in html and "It is 4." in html
+    assert (await admin.get("/api/turns/nosuchturn", headers=BEARER)).status == 404
+
+
+async def test_jobs_are_listed_and_changed_through_the_scheduler(app, admin):
+    job = (await app.jobs.create("test:c1", {"execution_mode": "message", "content": "Call Ana",
+                                             "in_seconds": 120})).job
+    listed = (await (await admin.get("/api/jobs", headers=BEARER)).json())["items"]
+    assert listed[0]["job_id"] == job.id and listed[0]["next_run"] == "Wed 2026-12-02 09:02 -03 (America/Sao_Paulo)"
+    response = await admin.post(f"/api/jobs/{job.id}/pause", headers=BEARER)
+    assert response.status == 200 and (await response.json())["status"] == "paused"
+    assert (await admin.post(f"/api/jobs/{job.id}/explode", headers=BEARER)).status == 400
+    assert "no job" in (await (await admin.post("/api/jobs/nosuch/pause", headers=BEARER)).json())["error"]
+    await admin.post("/login", data={"token": TOKEN})
+    assert (await admin.post(f"/jobs/{job.id}/resume", allow_redirects=False)).status == 403  # no CSRF token
+    page = await (await admin.get("/jobs")).text()
+    csrf = page.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    response = await admin.post(f"/jobs/{job.id}/resume", data={"csrf": csrf}, allow_redirects=False)
+    assert response.status == 303
+    assert (await app.store.jobs.get(job.id)).status.value == "active"

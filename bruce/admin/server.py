@@ -22,6 +22,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from bruce.admin.auth import COOKIE, LoginLimiter, Session, Sessions, same
 from bruce.clock import Clock, utc_iso
+from bruce.jobs import JobBook, JobError, JobView
 from bruce.store import Store
 from bruce.values import ToolStatus, TurnSource
 
@@ -49,8 +50,10 @@ class BadRequest(ValueError):
 
 class AdminServer:
     def __init__(self, *, store: Store, clock: Clock, token: str, host: str, port: int,
-                 health: Health | None = None, artifacts_dir: Path | None = None) -> None:
+                 health: Health | None = None, artifacts_dir: Path | None = None, jobs: JobBook | None = None,
+                 ) -> None:
         self._store = store
+        self._jobs = jobs
         self._artifacts_dir = artifacts_dir.resolve() if artifacts_dir is not None else None
         self._clock = clock
         self._token = token
@@ -96,6 +99,12 @@ class AdminServer:
         app.router.add_get("/logs/{id}", self._log_page)
         app.router.add_get("/api/tool-executions", self._api_tool_executions)
         app.router.add_get("/api/tool-executions/{id}", self._api_tool_execution)
+        app.router.add_get("/turns/{id}", self._turn_page)
+        app.router.add_get("/api/turns/{id}", self._api_turn)
+        app.router.add_get("/jobs", self._jobs_page)
+        app.router.add_get("/api/jobs", self._api_jobs)
+        app.router.add_post("/api/jobs/{id}/{action}", self._api_job_action)
+        app.router.add_post("/jobs/{id}/{action}", self._job_form)
         app.router.add_get("/artifacts", self._artifacts_page)
         app.router.add_get("/artifacts/{id}/{filename}", self._artifact_file)
         app.router.add_static("/static/", STATIC, append_version=False)
@@ -230,6 +239,85 @@ class AdminServer:
         return self._page("log.html", request=request, item=item,
                           input_text=json.dumps(item["input"], indent=2, ensure_ascii=False),
                           output_text=json.dumps(item["output"], indent=2, ensure_ascii=False))
+
+    # turn traces ----------------------------------------------------------------------------
+
+    async def _trace(self, request: web.Request) -> dict[str, Any] | None:
+        turn_id = request.match_info["id"]
+        if not turn_id.isalnum() or len(turn_id) > 64:
+            return None
+        trace = await self._store.audit.turn_trace(turn_id)
+        if trace is None:
+            return None
+        steps = [{"kind": "llm_call", "at": c["created_at"], "model": c["model"], "status": c["status"],
+                  "latency_ms": c["latency_ms"], "prompt_tokens": c["prompt_tokens"],
+                  "completion_tokens": c["completion_tokens"], "cost_usd": c["cost_usd"], "error": c["error"]}
+                 for c in trace["llm_calls"]]
+        steps += [{"kind": "tool_execution", **_item(t), "at": t["created_at"]} for t in trace["tool_executions"]]
+        steps.sort(key=lambda step: (step["at"], 0 if step["kind"] == "llm_call" else 1))
+        return {"turn": trace["turn"], "message": trace["message"], "steps": steps, "replies": trace["replies"]}
+
+    async def _api_turn(self, request: web.Request) -> web.Response:
+        trace = await self._trace(request)
+        if trace is None:
+            return web.json_response({"error": f"no turn {request.match_info['id'][:64]!r}"}, status=404)
+        return web.json_response(trace)
+
+    async def _turn_page(self, request: web.Request) -> web.Response:
+        trace = await self._trace(request)
+        if trace is None:
+            raise web.HTTPNotFound(text="no such turn")
+        return self._page("turn.html", request=request, **trace)
+
+    # schedules ------------------------------------------------------------------------------
+
+    async def _job_views(self) -> list[dict[str, Any]]:
+        shown = []
+        for job in await self._store.jobs.all(live_only=False):
+            runs = await self._store.jobs.runs(job.id, limit=3)
+            shown.append({**JobView(job).as_dict(), "conversation_id": job.conversation_id,
+                          "last_runs": [{"scheduled_for": r.scheduled_for, "status": str(r.status),
+                                         "lateness_ms": r.lateness_ms, "error": r.error} for r in runs]})
+        return shown
+
+    async def _api_jobs(self, request: web.Request) -> web.Response:
+        return web.json_response({"items": await self._job_views()})
+
+    async def _act_on_job(self, request: web.Request) -> tuple[dict[str, Any] | None, str | None]:
+        """pause | resume | cancel | run-now, through ``JobBook`` (the scheduler hears of it)."""
+        action, job_id = request.match_info["action"], request.match_info["id"]
+        if self._jobs is None:
+            return None, "the scheduler's jobs are not available here"
+        try:
+            if action == "pause":
+                view = await self._jobs.pause(None, job_id)
+            elif action == "resume":
+                view = await self._jobs.resume(None, job_id)
+            elif action == "cancel":
+                view = await self._jobs.cancel(None, job_id)
+            elif action == "run-now":
+                view = await self._jobs.run_now(job_id)
+            else:
+                return None, f"action: {action[:20]!r} is not pause, resume, cancel or run-now"
+        except JobError as exc:
+            return None, str(exc)
+        log.info("admin.job_changed", job=view.job.id, action=action)
+        return view.as_dict(), None
+
+    async def _api_job_action(self, request: web.Request) -> web.Response:
+        job, error = await self._act_on_job(request)
+        if job is None:
+            return web.json_response({"error": error}, status=400)
+        return web.json_response(job)
+
+    async def _job_form(self, request: web.Request) -> web.Response:
+        _, error = await self._act_on_job(request)
+        if error:
+            return self._page("jobs.html", request=request, jobs=await self._job_views(), error=error, status=400)
+        return _redirect("/jobs")
+
+    async def _jobs_page(self, request: web.Request) -> web.Response:
+        return self._page("jobs.html", request=request, jobs=await self._job_views(), error=None)
 
     # artifacts ------------------------------------------------------------------------------
 

@@ -73,3 +73,22 @@ class AuditStore:
     async def tool_execution(self, execution_id: int) -> dict[str, Any] | None:
         row = await self._db.row("SELECT * FROM tool_executions WHERE id = ?", (execution_id,))
         return dict(row) if row else None
+
+    async def turn_trace(self, turn_id: str) -> dict[str, Any] | None:
+        """One turn, its message, its model calls and tool executions (in order) and its replies."""
+        turn = await self._db.row("SELECT * FROM turns WHERE id = ?", (turn_id,))
+        if turn is None:
+            return None
+        found: dict[str, Any] = {"turn": dict(turn), "message": None}
+        if turn["inbound_message_id"] is not None:
+            message = await self._db.row("SELECT id, text, sender_id, created_at FROM messages WHERE id = ?",
+                                         (turn["inbound_message_id"],))
+            found["message"] = dict(message) if message else None
+        found["llm_calls"] = [dict(r) for r in await self._db.rows(
+            "SELECT * FROM llm_calls WHERE turn_id = ? ORDER BY seq, id", (turn_id,))]
+        found["tool_executions"] = [dict(r) for r in await self._db.rows(
+            "SELECT * FROM tool_executions WHERE turn_id = ? ORDER BY id", (turn_id,))]
+        found["replies"] = [dict(r) for r in await self._db.rows(
+            "SELECT id, kind, text, status, created_at FROM messages WHERE turn_id = ? AND direction = 'out'"
+            " ORDER BY id", (turn_id,))]
+        return found
