@@ -88,6 +88,13 @@ def socket_console(config: Config, clock: Clock) -> SocketConsole:
     return SocketConsole(path=config.console.socket_path, clock=clock, assistant_name=config.assistant.name)
 
 
+def web_chat(clock: Clock) -> Channel:
+    """The admin page's chat (``channels/web.py``), served by ``bruce run`` with the admin page."""
+    from channels.web import WebChat
+
+    return WebChat(clock=clock)
+
+
 async def attach_console(config: Config, console: ConsoleChannel, stop: asyncio.Event) -> int | None:
     """``bruce chat`` through the running daemon's console socket; None when no daemon answers."""
     from channels.console_socket import attach
@@ -167,10 +174,11 @@ class App:
         if self.scheduler is None:
             notes.append("scheduler.enabled is false: reminders and scheduled jobs are stored but never sent; "
                          "set it to true to have them fire.")
-        if not any(n != "console" for n in self.channels):
+        if not any(n not in ("console", "web") for n in self.channels):
             via = getattr(self.channels.get("console"), "path", None)
+            web = f", or in the admin page's /chat ({self.config.admin.base_url}/chat)" if "web" in self.channels else ""
             notes.append("No chat platform is enabled; talk to Bruce with `bruce chat` in another terminal"
-                         + (f" (it attaches to {via})." if via else "."))
+                         + (f" (it attaches to {via})" if via else "") + web + ".")
         return notes
 
     async def start(self) -> None:
@@ -203,8 +211,11 @@ class App:
         if generated is not None:
             log.warning("admin.token_file", path=str(generated),
                         hint="admin.token is not set; log in to the admin page with the token in this file (mode 0600)")
+        chat = self.channels.get("web")
         self.admin = AdminServer(store=self.store, clock=self.clock, token=token, host=a.host, port=a.port,
-                                 health=self._health, artifacts_dir=self.config.tools.artifacts.dir, jobs=self.jobs)
+                                 health=self._health, artifacts_dir=self.config.tools.artifacts.dir, jobs=self.jobs,
+                                 budget=self.llm.budget, zone=self.config.assistant.zone,
+                                 chat_routes=chat.routes() if chat is not None and hasattr(chat, "routes") else None)
         return await self.admin.start()
 
     async def _health(self) -> dict[str, Any]:

@@ -149,12 +149,13 @@ async def _shut_down(app: App, signals: _Signals) -> int:
 
 
 async def _serve(config: Config, redactor: Redactor) -> int:
-    from bruce.app import build_app, socket_console
+    from bruce.app import build_app, socket_console, web_chat
     from bruce.clock import SystemClock
 
     signals = _Signals(asyncio.get_running_loop())  # before anything starts: no signal is lost
     clock = SystemClock()
-    app = await build_app(config, clock=clock, redactor=redactor, extra_channels=[socket_console(config, clock)])
+    extra = [socket_console(config, clock)] + ([web_chat(clock)] if config.admin.enabled else [])
+    app = await build_app(config, clock=clock, redactor=redactor, extra_channels=extra)
     try:
         await app.start_admin()  # first: a host beyond loopback without a token is refused before anything runs
         await app.start()

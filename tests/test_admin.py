@@ -259,3 +259,67 @@ async def test_jobs_are_listed_and_changed_through_the_scheduler(app, admin):
     response = await admin.post(f"/jobs/{job.id}/resume", data={"csrf": csrf}, allow_redirects=False)
     assert response.status == 303
     assert (await app.store.jobs.get(job.id)).status.value == "active"
+
+
+async def test_llm_calls_filters_totals_budget_and_charts(app_factory, fake_llm):
+    app = await app_factory(llm={"budget": {"daily_tokens": 1000}})
+    server = AdminServer(store=app.store, clock=app.clock, token=TOKEN, host="127.0.0.1", port=0,
+                         budget=app.llm.budget, zone=app.config.assistant.zone)
+    client = TestClient(TestServer(server.app))
+    await client.start_server()
+    try:
+        fake_llm.add(Step.text("one"), Step.error(400, "bad request"))
+        await say(app, "hi")
+        await say(app, "again")
+        calls = (await (await client.get("/api/llm-calls", headers=BEARER)).json())["items"]
+        assert [c["status"] for c in calls][:1] == ["error"] and calls[-1]["status"] == "ok"
+        ok = (await (await client.get("/api/llm-calls", params={"status": "ok"}, headers=BEARER)).json())["items"]
+        assert [c["prompt_tokens"] for c in ok] == [10]
+        page = await (await client.get("/api/llm-calls", params={"limit": "1"}, headers=BEARER)).json()
+        assert len(page["items"]) == 1 and page["next_cursor"] == page["items"][0]["id"]
+        bad = await client.get("/api/llm-calls", params={"status": "cached"}, headers=BEARER)
+        assert bad.status == 400 and "status" in (await bad.json())["error"]
+        html = await (await client.get("/llm", headers=BEARER)).text()
+        assert "Today (2026-12-02): " in html and "of 1,000 tokens" in html
+        assert "openai/primary" in html and '<polyline class="latency" points="0.0,' in html
+    finally:
+        await client.close()
+
+
+async def test_metrics_are_prometheus_text_behind_the_token(app, admin, fake_llm):
+    fake_llm.add(Step.tool_calls(("math_calculate", {"expression": "2+2"})), Step.text("4."))
+    await say(app, "2+2?")
+    assert (await admin.get("/metrics")).status == 401
+    response = await admin.get("/metrics", headers=BEARER)
+    assert response.status == 200 and response.headers["Content-Type"].startswith("text/plain")
+    text = await response.text()
+    assert 'bruce_turns_total{source="chat",status="ok"} 1.0' in text
+    assert 'bruce_llm_calls_total{model="openai/primary",status="ok"} 2.0' in text
+    assert 'bruce_llm_tokens_total{kind="prompt",model="openai/primary"} 20.0' in text
+    assert 'bruce_tool_executions_total{status="ok",tool="math.calculate"} 1.0' in text
+    assert 'bruce_llm_call_latency_seconds_count 2.0' in text and 'bruce_tool_latency_seconds_bucket{le="+Inf"} 1.0' in text
+    assert "bruce_outbox_unsent 0.0" in text
+    assert all(line.startswith(("bruce_", "# HELP bruce_", "# TYPE bruce_")) for line in text.splitlines() if line)
+
+
+async def test_pairing_requests_can_be_approved_and_denied_here(app, admin):
+    codes = iter(["ABCD2345", "WXYZ6789"])
+    for sender in ("555", "666"):
+        await app.store.pairing.ask(channel="telegram", sender_id=sender, chat_id=sender, display_name=f"user {sender}",
+                                    expires_at="2026-12-02T13:00:00.000000+00:00", max_pending=3,
+                                    new_code=lambda: next(codes))
+    listed = (await (await admin.get("/api/pairing", headers=BEARER)).json())["items"]
+    assert [(r["code"], r["sender_id"]) for r in listed] == [("ABCD2345", "555"), ("WXYZ6789", "666")]
+    response = await admin.post("/api/pairing/abcd-2345/approve", headers=BEARER)
+    assert response.status == 200 and (await response.json())["outcome"] == "approved"
+    assert await app.store.pairing.is_paired("telegram", "555")
+    again = await admin.post("/api/pairing/ABCD2345/deny", headers=BEARER)
+    assert again.status == 400 and "not pending" in (await again.json())["error"]
+    await admin.post("/login", data={"token": TOKEN})
+    page = await (await admin.get("/pairing")).text()
+    assert "WXYZ6789" in page and "ABCD2345" not in page
+    csrf = page.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    assert (await admin.post("/pairing/WXYZ6789/deny", allow_redirects=False)).status == 403
+    response = await admin.post("/pairing/WXYZ6789/deny", data={"csrf": csrf}, allow_redirects=False)
+    assert response.status == 303 and not await app.store.pairing.is_paired("telegram", "666")
+    assert (await (await admin.get("/api/pairing", headers=BEARER)).json())["items"] == []

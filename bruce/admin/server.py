@@ -15,16 +15,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
+from zoneinfo import ZoneInfo
 
 import structlog
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from bruce.admin.auth import COOKIE, LoginLimiter, Session, Sessions, same
+from bruce.budget import Budget
 from bruce.clock import Clock, utc_iso
 from bruce.jobs import JobBook, JobError, JobView
 from bruce.store import Store
-from bruce.values import ToolStatus, TurnSource
+from bruce.usage import usage_by_day
+from bruce.values import DecisionOutcome, ToolStatus, TurnSource
 
 __all__ = ["AdminServer", "SECURITY_HEADERS"]
 
@@ -38,7 +41,7 @@ OPEN_PATHS = ("/healthz", "/login", "/static/")
 MAX_LIMIT = 200
 FILTERS = {"tool": "tool_name", "status": "status", "conversation": "conversation_id", "source": "source",
            "since": "since", "until": "until"}
-STATIC = Path(__file__).parent / "static"
+STATIC = Path(__file__).parent / "static"  # admin.css, chat.js: served from the package, never a CDN
 
 Health = Callable[[], Awaitable[dict[str, Any]]]
 SESSION = web.RequestKey("session", Session)
@@ -51,8 +54,12 @@ class BadRequest(ValueError):
 class AdminServer:
     def __init__(self, *, store: Store, clock: Clock, token: str, host: str, port: int,
                  health: Health | None = None, artifacts_dir: Path | None = None, jobs: JobBook | None = None,
-                 ) -> None:
+                 budget: Budget | None = None, zone: ZoneInfo | None = None,
+                 chat_routes: list[web.RouteDef] | None = None) -> None:
+        self._chat_routes = chat_routes or []
         self._store = store
+        self._budget = budget
+        self._zone = zone or ZoneInfo("UTC")
         self._jobs = jobs
         self._artifacts_dir = artifacts_dir.resolve() if artifacts_dir is not None else None
         self._clock = clock
@@ -89,7 +96,8 @@ class AdminServer:
     # the app --------------------------------------------------------------------------------
 
     def _build(self) -> web.Application:
-        app = web.Application(middlewares=[self._headers, self._gate])
+        app = web.Application(middlewares=[self._gate])
+        app.on_response_prepare.append(self._headers)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/login", self._login_form)
         app.router.add_post("/login", self._login)
@@ -99,29 +107,31 @@ class AdminServer:
         app.router.add_get("/logs/{id}", self._log_page)
         app.router.add_get("/api/tool-executions", self._api_tool_executions)
         app.router.add_get("/api/tool-executions/{id}", self._api_tool_execution)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/llm", self._llm_page)
+        app.router.add_get("/api/llm-calls", self._api_llm_calls)
         app.router.add_get("/turns/{id}", self._turn_page)
         app.router.add_get("/api/turns/{id}", self._api_turn)
         app.router.add_get("/jobs", self._jobs_page)
         app.router.add_get("/api/jobs", self._api_jobs)
         app.router.add_post("/api/jobs/{id}/{action}", self._api_job_action)
         app.router.add_post("/jobs/{id}/{action}", self._job_form)
+        app.router.add_get("/pairing", self._pairing_page)
+        app.router.add_get("/api/pairing", self._api_pairing)
+        app.router.add_post("/api/pairing/{code}/{action}", self._api_pairing_decide)
+        app.router.add_post("/pairing/{code}/{action}", self._pairing_form)
         app.router.add_get("/artifacts", self._artifacts_page)
         app.router.add_get("/artifacts/{id}/{filename}", self._artifact_file)
+        app.router.add_get("/chat", self._chat_page)
+        app.router.add_routes(self._chat_routes)  # the web channel's (channels/web.py), behind the same gate
         app.router.add_static("/static/", STATIC, append_version=False)
         return app
 
-    @web.middleware
-    async def _headers(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
-                       ) -> web.StreamResponse:
-        try:
-            response = await handler(request)
-        except web.HTTPException as exc:
-            for name, value in SECURITY_HEADERS.items():
-                exc.headers.setdefault(name, value)
-            raise
+    @staticmethod
+    async def _headers(request: web.Request, response: web.StreamResponse) -> None:
+        """Every response, errors and event streams included, just before its headers go out."""
         for name, value in SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
-        return response
 
     @web.middleware
     async def _gate(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
@@ -130,7 +140,7 @@ class AdminServer:
         CSRF on a state-changing request)."""
         if request.path.startswith(OPEN_PATHS) or request.path == "/login":
             return await handler(request)
-        api = request.path.startswith("/api/")
+        api = request.path.startswith("/api/") or request.path == "/metrics"  # machines get a 401, not a page
         header = request.headers.get("Authorization", "")
         if header.startswith("Bearer "):
             if same(header[7:].strip(), self._token):
@@ -240,6 +250,41 @@ class AdminServer:
                           input_text=json.dumps(item["input"], indent=2, ensure_ascii=False),
                           output_text=json.dumps(item["output"], indent=2, ensure_ascii=False))
 
+    async def _metrics(self, request: web.Request) -> web.Response:
+        from bruce.admin.metrics import render_metrics
+
+        body = await render_metrics(self._store)
+        return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+    # llm calls ------------------------------------------------------------------------------
+
+    async def _llm(self, query: Mapping[str, str]) -> tuple[list[dict[str, Any]], int | None]:
+        filters, limit, cursor = _parse_filters(query, LLM_FILTERS, LLM_STATUSES)
+        rows = await self._store.audit.llm_calls(filters=filters, before_id=cursor, limit=limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return rows, (rows[-1]["id"] if more and rows else None)
+
+    async def _api_llm_calls(self, request: web.Request) -> web.Response:
+        try:
+            items, next_cursor = await self._llm(request.query)
+        except BadRequest as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        return web.json_response({"items": items, "next_cursor": next_cursor})
+
+    async def _llm_page(self, request: web.Request) -> web.Response:
+        try:
+            items, next_cursor = await self._llm(request.query)
+        except BadRequest as exc:
+            raise web.HTTPBadRequest(text=str(exc)) from None
+        rows, hits = await usage_by_day(self._store, self._clock, self._zone, 7)
+        spend = await self._budget.spend() if self._budget is not None else None
+        chart = list(reversed(items[:100]))
+        return self._page("llm.html", request=request, items=items, usage=rows, hits=hits, spend=spend,
+                          latency=_svg_points([c["latency_ms"] for c in chart]),
+                          tokens=_svg_points([(c["prompt_tokens"] or 0) + (c["completion_tokens"] or 0) for c in chart]),
+                          older=f"/llm?cursor={next_cursor}" if next_cursor else None)
+
     # turn traces ----------------------------------------------------------------------------
 
     async def _trace(self, request: web.Request) -> dict[str, Any] | None:
@@ -319,6 +364,51 @@ class AdminServer:
     async def _jobs_page(self, request: web.Request) -> web.Response:
         return self._page("jobs.html", request=request, jobs=await self._job_views(), error=None)
 
+    # web chat -------------------------------------------------------------------------------
+
+    async def _chat_page(self, request: web.Request) -> web.Response:
+        if not self._chat_routes:
+            raise web.HTTPNotFound(text="web chat is served by `bruce run`")
+        rows = await self._store.database.rows(
+            "SELECT direction, kind, text FROM messages WHERE conversation_id = 'web:owner'"
+            " ORDER BY id DESC LIMIT 50")
+        return self._page("chat.html", request=request, history=list(reversed([dict(r) for r in rows])))
+
+    # pairing --------------------------------------------------------------------------------
+
+    async def _pending(self) -> list[dict[str, Any]]:
+        return [{"code": r.code, "channel": r.channel, "sender_id": r.sender_id, "display_name": r.display_name,
+                 "created_at": r.created_at, "expires_at": r.expires_at} for r in await self._store.pairing.pending()]
+
+    async def _api_pairing(self, request: web.Request) -> web.Response:
+        return web.json_response({"items": await self._pending()})
+
+    async def _decide_pairing(self, request: web.Request) -> tuple[int, dict[str, Any]]:
+        """approve | deny a pending code, as ``bruce pairing approve|deny`` does."""
+        action, code = request.match_info["action"], request.match_info["code"]
+        if action not in ("approve", "deny"):
+            return 400, {"error": f"action: {action[:20]!r} is not approve or deny"}
+        typed = "".join(code.split()).replace("-", "").upper()[:16]
+        outcome, found = await self._store.pairing.decide(typed, approve=action == "approve")
+        if found is None or outcome not in (DecisionOutcome.APPROVED, DecisionOutcome.DENIED):
+            return 400, {"error": f"pairing code {typed!r} is not pending ({outcome})"}
+        log.info("admin.pairing_decided", code=typed, outcome=str(outcome), channel=found.channel)
+        return 200, {"code": typed, "outcome": str(outcome), "channel": found.channel, "sender_id": found.sender_id}
+
+    async def _api_pairing_decide(self, request: web.Request) -> web.Response:
+        status, body = await self._decide_pairing(request)
+        return web.json_response(body, status=status)
+
+    async def _pairing_form(self, request: web.Request) -> web.Response:
+        status, body = await self._decide_pairing(request)
+        if status != 200:
+            return self._page("pairing.html", request=request, requests=await self._pending(), error=body["error"],
+                              status=status)
+        return _redirect("/pairing")
+
+    async def _pairing_page(self, request: web.Request) -> web.Response:
+        return self._page("pairing.html", request=request, requests=await self._pending(), error=None)
+
     # artifacts ------------------------------------------------------------------------------
 
     async def _artifacts_page(self, request: web.Request) -> web.Response:
@@ -370,17 +460,23 @@ class AdminServer:
         return web.Response(text=html, content_type="text/html", status=status)
 
 
-def _parse_filters(query: Mapping[str, str]) -> tuple[dict[str, str], int, int | None]:
-    unknown = sorted(set(query) - set(FILTERS) - {"limit", "cursor"})
+LLM_FILTERS = {"model": "model", "status": "status", "since": "since", "until": "until"}
+LLM_STATUSES = ("ok", "error", "timeout")
+TOOL_STATUSES = tuple(status.value for status in ToolStatus)
+
+
+def _parse_filters(query: Mapping[str, str], known: Mapping[str, str] = FILTERS,
+                   statuses: tuple[str, ...] = TOOL_STATUSES) -> tuple[dict[str, str], int, int | None]:
+    unknown = sorted(set(query) - set(known) - {"limit", "cursor"})
     if unknown:
-        raise BadRequest(f"unknown parameter {unknown[0][:40]!r}; use {', '.join([*FILTERS, 'limit', 'cursor'])}")
+        raise BadRequest(f"unknown parameter {unknown[0][:40]!r}; use {', '.join([*known, 'limit', 'cursor'])}")
     filters: dict[str, str] = {}
-    for name, column in FILTERS.items():
+    for name, column in known.items():
         value = query.get(name, "").strip()
         if not value:
             continue
-        if name == "status" and value not in {s.value for s in ToolStatus}:
-            raise BadRequest(f"status: {value[:40]!r} is not one of {', '.join(s.value for s in ToolStatus)}")
+        if name == "status" and value not in statuses:
+            raise BadRequest(f"status: {value[:40]!r} is not one of {', '.join(statuses)}")
         if name == "source" and value not in {s.value for s in TurnSource}:
             raise BadRequest(f"source: {value[:40]!r} is not one of {', '.join(s.value for s in TurnSource)}")
         if name in ("since", "until"):
@@ -414,6 +510,15 @@ def _item(row: Mapping[str, Any]) -> dict[str, Any]:
             "source": row["source"], "conversation_id": row["conversation_id"], "turn_id": row["turn_id"],
             "latency_ms": row["latency_ms"], "started_at": row["created_at"], "input": parsed(row["input"]),
             "output": parsed(row["output"]), "error": row["error"]}
+
+
+def _svg_points(values: list[float], width: int = 600, height: int = 120) -> str:
+    """A polyline's points for a small server-drawn chart (no script, no library)."""
+    if not values:
+        return ""
+    top = max(values) or 1.0
+    step = width / max(len(values) - 1, 1)
+    return " ".join(f"{i * step:.1f},{height - (v / top) * (height - 4) - 2:.1f}" for i, v in enumerate(values))
 
 
 def _redirect(location: str) -> web.Response:

@@ -92,3 +92,23 @@ class AuditStore:
             "SELECT id, kind, text, status, created_at FROM messages WHERE turn_id = ? AND direction = 'out'"
             " ORDER BY id", (turn_id,))]
         return found
+
+    async def llm_calls(self, *, filters: dict[str, str], before_id: int | None, limit: int) -> list[dict[str, Any]]:
+        """Newest first; ``filters`` on model, status, ``since`` / ``until``; ``before_id``: the cursor."""
+        where: list[str] = []
+        params: list[Any] = []
+        for column in ("model", "status"):
+            if column in filters:
+                where.append(f"{column} = ?")
+                params.append(filters[column])
+        if "since" in filters:
+            where.append("created_at >= ?")
+            params.append(filters["since"])
+        if "until" in filters:
+            where.append("created_at < ?")
+            params.append(filters["until"])
+        if before_id is not None:
+            where.append("id < ?")
+            params.append(before_id)
+        sql = "SELECT * FROM llm_calls" + (" WHERE " + " AND ".join(where) if where else "")
+        return [dict(r) for r in await self._db.rows(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))]
