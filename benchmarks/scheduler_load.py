@@ -36,7 +36,6 @@ import platform  # noqa: E402
 import random  # noqa: E402
 import resource  # noqa: E402
 import sqlite3  # noqa: E402
-import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from datetime import UTC, datetime, timedelta  # noqa: E402
@@ -44,21 +43,13 @@ from typing import Any  # noqa: E402
 
 import structlog  # noqa: E402
 
+from benchmarks.turn_overhead import describe as _describe  # noqa: E402  (the same percentiles)
+
 CONVERSATIONS = 100
 
 
-def pct(values: list[float], p: float) -> float:
-    data = sorted(values)
-    if not data:
-        return float("nan")
-    k = (len(data) - 1) * p / 100
-    lo, hi = int(k), min(int(k) + 1, len(data) - 1)
-    return data[lo] + (data[hi] - data[lo]) * (k - lo)
-
-
 def describe(values: list[float]) -> dict[str, float]:
-    return {"p50": round(pct(values, 50), 1), "p99": round(pct(values, 99), 1),
-            "mean": round(statistics.fmean(values), 1), "max": round(max(values), 1)}
+    return {k: round(v, 1) for k, v in _describe(values).items()}
 
 
 def config_for(db: Path, *, scheduler: bool = True) -> Any:

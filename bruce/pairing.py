@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 from bruce.clock import SystemClock, parse_iso
 from bruce.config import Config
-from bruce.errors import StoreError
+from bruce.existing_store import open_existing
 from bruce.store import PairingRequestRecord, Store
 from bruce.values import DecisionOutcome
 
@@ -51,13 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def pairing_command(config: Config, args: argparse.Namespace, config_path: Path | None = None) -> int:
-    try:
-        store = await Store.open(config.storage.path, SystemClock(), create=False)  # never a new, empty database
-    except StoreError as exc:
-        if config.storage.path.exists():
-            raise
-        print(f"bruce: {exc} (storage.path in {config_path or 'the config'}); start Bruce once with `bruce run`, "
-              "or pass --config with the config file the daemon uses", file=sys.stderr)
+    store = await open_existing(config, config_path, SystemClock())
+    if store is None:
         return 1
     try:
         if args.pairing_command == "list":

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 from bruce.budget import Budget
 from bruce.clock import Clock, SystemClock, parse_iso, utc_iso
 from bruce.config import Config
-from bruce.errors import StoreError
+from bruce.existing_store import open_existing
 from bruce.store import Store
 
 __all__ = ["DayUsage", "usage_by_day", "usage_text", "add_usage_arguments", "add_budget_arguments", "usage_command",
@@ -90,22 +90,11 @@ def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
     allow.add_argument("--tokens", type=int, default=0, help="tokens to add to today's daily_tokens")
 
 
-async def _open(config: Config, config_path: Path | None) -> Store | None:
-    try:
-        return await Store.open(config.storage.path, SystemClock(), create=False)
-    except StoreError as exc:
-        if config.storage.path.exists():
-            raise
-        print(f"bruce: {exc} (storage.path in {config_path or 'the config'}); start Bruce once with `bruce run`, "
-              "or pass --config with the config file the daemon uses", file=sys.stderr)
-        return None
-
-
 async def usage_command(config: Config, args: argparse.Namespace, config_path: Path | None = None) -> int:
     if not 1 <= args.days <= 3660:
         print("bruce: --days must be between 1 and 3660", file=sys.stderr)
         return 2
-    store = await _open(config, config_path)
+    store = await open_existing(config, config_path, SystemClock())
     if store is None:
         return 1
     try:
@@ -135,7 +124,7 @@ async def usage_command(config: Config, args: argparse.Namespace, config_path: P
 
 async def budget_command(config: Config, args: argparse.Namespace, config_path: Path | None = None) -> int:
     b = config.llm.budget
-    store = await _open(config, config_path)
+    store = await open_existing(config, config_path, SystemClock())
     if store is None:
         return 1
     try:

@@ -323,3 +323,26 @@ async def test_pairing_requests_can_be_approved_and_denied_here(app, admin):
     response = await admin.post("/pairing/WXYZ6789/deny", data={"csrf": csrf}, allow_redirects=False)
     assert response.status == 303 and not await app.store.pairing.is_paired("telegram", "666")
     assert (await (await admin.get("/api/pairing", headers=BEARER)).json())["items"] == []
+
+
+async def test_new_tool_executions_arrive_live_over_server_sent_events(app, admin, fake_llm):
+    import asyncio
+    import json as _json
+
+    fake_llm.add(Step.tool_calls(("clock_now", {})), Step.text("Noon."))
+    await say(app, "time?")
+    (first,) = (await (await admin.get("/api/tool-executions", headers=BEARER)).json())["items"]
+    assert (await admin.get("/api/tool-executions/events", params={"after": "x"}, headers=BEARER)).status == 400
+    stream = await admin.get("/api/tool-executions/events", params={"after": str(first["id"]), "tool": "math.calculate"},
+                             headers=BEARER)
+    assert stream.headers["Content-Type"] == "text/event-stream"
+    fake_llm.add(Step.tool_calls(("clock_now", {}), ("math_calculate", {"expression": "6*7"})), Step.text("42."))
+    await say(app, "time and 6*7?")
+    async with asyncio.timeout(10):
+        while True:
+            line = (await stream.content.readline()).decode()
+            if line.startswith("data: "):
+                item = _json.loads(line[6:])
+                break
+    assert item["tool_name"] == "math.calculate" and item["id"] > first["id"]  # the filter holds, clock.now is not sent
+    stream.close()

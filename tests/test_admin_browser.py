@@ -1,6 +1,6 @@
 """The admin page in a real browser: Playwright driving Debian's chromium (``/usr/bin/chromium``,
 installed by ``.ci/run``; no browser download). One session logs in, finds the tool execution a
-chat turn produced, filters by status, opens its detail and its turn trace, pauses a job, chats
+chat turn produced, sees a new one appear without a reload, filters by status, opens its detail and its turn trace, pauses a job, chats
 in ``/chat`` (the reply streams in) and approves a pending confirmation there.
 
 Screenshots go to tmp_path; with ``BRUCE_SCREENSHOTS=<folder>`` they are copied there too (how
@@ -51,6 +51,7 @@ async def test_the_owner_reviews_a_turn_chats_approves_and_pauses_a_job_in_the_b
                                              "cron": "0 8 * * *"})).job
     server = AdminServer(store=app.store, clock=app.clock, token=TOKEN, host="127.0.0.1", port=0, jobs=app.jobs,
                          health=app._health, chat_routes=app.channels["web"].routes())
+    server.live_poll_s = 0.1
     base = await server.start()
     shots: list[Path] = []
     try:
@@ -70,6 +71,11 @@ async def test_the_owner_reviews_a_turn_chats_approves_and_pauses_a_job_in_the_b
             assert "clock.now" in await page.inner_text("#executions")
             shots.append(tmp_path / "admin-logs.png")
             await page.screenshot(path=str(shots[-1]), full_page=True)
+
+            fake_llm.add(Step.tool_calls(("clock_now", {"timezone": "Europe/Lisbon"})), Step.text("In Lisbon it is 12:00."))
+            await say(app, "and in Lisbon?")  # recorded while the page is open: it appears without a reload
+            await page.wait_for_selector("#executions tr.live:has-text('clock.now')")
+            assert await rows.count() == 3
 
             await page.select_option("select[name=status]", "invalid_args")
             await page.click(".filters button")

@@ -9,6 +9,7 @@ filters: ``tool``, ``status``, ``conversation``, ``source``, ``since``, ``until`
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
@@ -68,6 +69,7 @@ class AdminServer:
         self._port = port
         self._health = health
         self.sessions = Sessions()
+        self.live_poll_s = 1.0  # how often the live log looks for new rows
         self.logins = LoginLimiter()
         self._runner: web.AppRunner | None = None
         self._templates = Environment(loader=PackageLoader("bruce.admin", "templates"),
@@ -78,7 +80,7 @@ class AdminServer:
 
     async def start(self) -> str:
         """Listen; returns the base URL (the port the system chose when ``port`` is 0)."""
-        self._runner = web.AppRunner(self.app, access_log=None)
+        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0)  # open event streams end fast
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)
         await site.start()
@@ -106,6 +108,7 @@ class AdminServer:
         app.router.add_get("/logs", self._logs_page)
         app.router.add_get("/logs/{id}", self._log_page)
         app.router.add_get("/api/tool-executions", self._api_tool_executions)
+        app.router.add_get("/api/tool-executions/events", self._live_executions)
         app.router.add_get("/api/tool-executions/{id}", self._api_tool_execution)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/llm", self._llm_page)
@@ -216,6 +219,35 @@ class AdminServer:
             return web.json_response({"error": str(exc)}, status=400)
         return web.json_response({"items": items, "next_cursor": next_cursor})
 
+    async def _live_executions(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: each tool execution recorded after ``after`` (an id), matching the
+        same filters as the list, as it is recorded (the page adds it at the top)."""
+        query = {k: v for k, v in request.query.items() if k != "after"}
+        after_text = request.query.get("after", "0")
+        try:
+            filters, _, _ = _parse_filters(query)
+        except BadRequest as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        if not after_text.isdigit() or len(after_text) > 18:
+            return web.json_response({"error": "after: the id of the newest row shown"}, status=400)
+        last = int(after_text)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
+        await response.prepare(request)
+        await response.write(b": connected\n\n")
+        try:
+            while True:
+                rows = await self._store.audit.tool_executions(filters={**filters}, before_id=None, limit=MAX_LIMIT,
+                                                               after_id=last)
+                for row in sorted(rows, key=lambda r: int(r["id"])):
+                    last = max(last, int(row["id"]))
+                    await response.write(f"data: {json.dumps(_item(row), ensure_ascii=False)}\n\n".encode())
+                if not rows:
+                    await response.write(b": waiting\n\n")
+                await asyncio.sleep(self.live_poll_s)
+        except ConnectionResetError:  # the page went away
+            pass
+        return response
+
     async def _api_tool_execution(self, request: web.Request) -> web.Response:
         item = await self._one(request)
         if item is None:
@@ -239,8 +271,13 @@ class AdminServer:
         if next_cursor is not None:
             older = "/logs?" + urlencode({**{k: v for k, v in request.query.items() if k != "cursor"},
                                           "cursor": next_cursor})
+        live = None
+        if "cursor" not in request.query:  # the newest page follows new rows as they are recorded
+            newest = max((int(i["id"]) for i in items), default=0)
+            live = "/api/tool-executions/events?" + urlencode(
+                {**{k: v for k, v in request.query.items() if k != "limit" and v}, "after": newest})
         return self._page("logs.html", request=request, items=items, error=None, query=request.query, older=older,
-                          statuses=[s.value for s in ToolStatus], sources=[s.value for s in TurnSource])
+                          statuses=[s.value for s in ToolStatus], sources=[s.value for s in TurnSource], live=live)
 
     async def _log_page(self, request: web.Request) -> web.Response:
         item = await self._one(request)

@@ -48,27 +48,29 @@ class AuditStore:
 
     # the admin page's view ---------------------------------------------------------------
 
-    async def tool_executions(self, *, filters: dict[str, str], before_id: int | None, limit: int) -> list[dict[str, Any]]:
+    async def tool_executions(self, *, filters: dict[str, str], before_id: int | None, limit: int,
+                              after_id: int | None = None) -> list[dict[str, Any]]:
         """Newest first; ``filters`` by column (tool_name, status, conversation_id, source) and
         ``since`` / ``until`` on created_at; ``before_id``: the cursor (the last id of the page before)."""
+        return await self._page("tool_executions", ("tool_name", "status", "conversation_id", "source"), filters,
+                                before_id=before_id, after_id=after_id, limit=limit)
+
+    async def _page(self, table: str, columns: tuple[str, ...], filters: dict[str, str], *, before_id: int | None,
+                    after_id: int | None, limit: int) -> list[dict[str, Any]]:
+        """Rows of ``table`` (a name from this module, never from a request), newest first."""
         where: list[str] = []
         params: list[Any] = []
-        for column in ("tool_name", "status", "conversation_id", "source"):
+        for column in columns:
             if column in filters:
                 where.append(f"{column} = ?")
                 params.append(filters[column])
-        if "since" in filters:
-            where.append("created_at >= ?")
-            params.append(filters["since"])
-        if "until" in filters:
-            where.append("created_at < ?")
-            params.append(filters["until"])
-        if before_id is not None:
-            where.append("id < ?")
-            params.append(before_id)
-        sql = "SELECT * FROM tool_executions" + (" WHERE " + " AND ".join(where) if where else "")
-        rows = await self._db.rows(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
-        return [dict(r) for r in rows]
+        for clause, value in (("created_at >= ?", filters.get("since")), ("created_at < ?", filters.get("until")),
+                              ("id < ?", before_id), ("id > ?", after_id)):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        sql = f"SELECT * FROM {table}" + (" WHERE " + " AND ".join(where) if where else "")
+        return [dict(r) for r in await self._db.rows(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))]
 
     async def tool_execution(self, execution_id: int) -> dict[str, Any] | None:
         row = await self._db.row("SELECT * FROM tool_executions WHERE id = ?", (execution_id,))
@@ -95,20 +97,5 @@ class AuditStore:
 
     async def llm_calls(self, *, filters: dict[str, str], before_id: int | None, limit: int) -> list[dict[str, Any]]:
         """Newest first; ``filters`` on model, status, ``since`` / ``until``; ``before_id``: the cursor."""
-        where: list[str] = []
-        params: list[Any] = []
-        for column in ("model", "status"):
-            if column in filters:
-                where.append(f"{column} = ?")
-                params.append(filters[column])
-        if "since" in filters:
-            where.append("created_at >= ?")
-            params.append(filters["since"])
-        if "until" in filters:
-            where.append("created_at < ?")
-            params.append(filters["until"])
-        if before_id is not None:
-            where.append("id < ?")
-            params.append(before_id)
-        sql = "SELECT * FROM llm_calls" + (" WHERE " + " AND ".join(where) if where else "")
-        return [dict(r) for r in await self._db.rows(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))]
+        return await self._page("llm_calls", ("model", "status"), filters, before_id=before_id, after_id=None,
+                                limit=limit)
