@@ -216,7 +216,12 @@ class App:
                                  health=self._health, artifacts_dir=self.config.tools.artifacts.dir, jobs=self.jobs,
                                  budget=self.llm.budget, zone=self.config.assistant.zone,
                                  chat_routes=chat.routes() if chat is not None and hasattr(chat, "routes") else None)
-        return await self.admin.start()
+        try:
+            return await self.admin.start()
+        except OSError as exc:
+            raise BruceError(f"the admin page cannot listen on {a.host}:{a.port} ({exc.strerror or exc}); another "
+                             "Bruce or program has that port: stop it, or set admin.port (or admin.enabled: false)"
+                             ) from None
 
     async def _health(self) -> dict[str, Any]:
         scheduler = "off" if self.scheduler is None else "running" if self.scheduler.running else "standby"

@@ -346,3 +346,17 @@ async def test_new_tool_executions_arrive_live_over_server_sent_events(app, admi
                 break
     assert item["tool_name"] == "math.calculate" and item["id"] > first["id"]  # the filter holds, clock.now is not sent
     stream.close()
+
+
+async def test_a_port_in_use_is_a_clear_start_up_error(app_factory, tmp_path):
+    import socket
+
+    from bruce.errors import BruceError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        app = await app_factory(admin={"port": port, "token": TOKEN})
+        with pytest.raises(BruceError, match=f"cannot listen on 127.0.0.1:{port}.*set admin.port"):
+            await app.start_admin()
