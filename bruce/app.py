@@ -171,7 +171,7 @@ class App:
             if section.enabled and name not in CHANNEL_FACTORIES:
                 notes.append(f"channels.{name}.enabled is true, but this version of Bruce has no {name} adapter; "
                              "that channel stays off.")
-        if self.scheduler is None:
+        if not self.config.scheduler.enabled:
             notes.append("scheduler.enabled is false: reminders and scheduled jobs are stored but never sent; "
                          "set it to true to have them fire.")
         if not any(n not in ("console", "web") for n in self.channels):
@@ -295,20 +295,23 @@ async def build_app(
     environ: Mapping[str, str] | None = None,
     redactor: Redactor | None = None,
     extra_channels: list[Channel] | None = None,
+    fire_jobs: bool = True,
 ) -> App:
+    """``fire_jobs``: run the scheduler (``bruce run``); an in-process ``bruce chat`` does not, so
+    it never holds the scheduler lock a daemon started beside it needs."""
     clock = clock or SystemClock()
     environ = os.environ if environ is None else environ
     redactor = redactor or Redactor(config.secrets())
     store = await Store.open(config.storage.path, clock, busy_timeout_ms=config.storage.busy_timeout_ms)
     try:
-        return await _assemble(config, store, clock, environ, redactor, extra_channels or [])
+        return await _assemble(config, store, clock, environ, redactor, extra_channels or [], fire_jobs)
     except BaseException:  # an open database keeps a thread alive: never leave one behind
         await store.close()
         raise
 
 
 async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping[str, str], redactor: Redactor,
-                    extra_channels: list[Channel]) -> App:
+                    extra_channels: list[Channel], fire_jobs: bool = True) -> App:
     llm = LLMService(config.llm, store=store, clock=clock, environ=environ)
     budget = Budget(store=store, clock=clock, zone=config.assistant.zone, daily_usd=config.llm.budget.daily_usd,
                     daily_tokens=config.llm.budget.daily_tokens)
@@ -348,7 +351,7 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
                                 summary_model=config.llm.summary_model),
     )
     scheduler = None
-    if config.scheduler.enabled:
+    if config.scheduler.enabled and fire_jobs:
         s = config.scheduler
         scheduler = Scheduler(store=store, clock=clock, book=jobs, doors=worker, notices=outbox, budget=llm.budget,
                               settings=SchedulerSettings(misfire_grace_s=s.misfire_grace_s, max_failures=s.max_failures,

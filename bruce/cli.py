@@ -180,7 +180,7 @@ async def _chat(config: Config, redactor: Redactor) -> int:
     print(f"bruce: no daemon answers at {config.console.socket_path}; chatting in this process "
           "(start `bruce run` to share one Bruce between terminals and platforms)", file=sys.stderr)
     console = console_channel(config, clock)
-    app = await build_app(config, clock=clock, redactor=redactor, extra_channels=[console])
+    app = await build_app(config, clock=clock, redactor=redactor, extra_channels=[console], fire_jobs=False)
     try:
         await app.start()
         hint = app.llm.missing_configuration()

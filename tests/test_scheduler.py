@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from pathlib import Path
 
 from bruce.errors import ChannelSendError
 from bruce.scheduler import Scheduler, SchedulerSettings
@@ -350,3 +351,30 @@ async def test_a_timer_that_goes_off_early_waits_for_the_clock(app, channel, clo
     assert channel.texts() == [] and await app.store.jobs.runs(job.id) == []
     await tick(app, clock, seconds=60)
     assert channel.texts() == ["Call Ana"]
+
+
+async def test_an_app_that_fires_no_jobs_holds_no_scheduler_lock(make_config, clock, channel):
+    from bruce.app import build_app
+
+    config = make_config()
+    chat = await build_app(config, clock=clock, environ={}, extra_channels=[channel], fire_jobs=False)
+    await chat.start()
+    try:
+        assert chat.scheduler is None
+        job = (await chat.jobs.create(CID, {"execution_mode": "message", "content": "Call Ana", "in_seconds": 60})).job
+        lock = Path(f"{config.storage.path}.scheduler.lock")
+        other_store = await Store.open(config.storage.path, clock)
+        daemon = Scheduler(store=other_store, clock=clock, book=chat.jobs, doors=chat.worker, notices=chat.outbox,
+                           settings=SchedulerSettings(lock_path=lock))
+        try:
+            assert await daemon.start() is True  # the lock was free: the daemon fires the chat's jobs
+            clock.advance(seconds=60)
+            await daemon.sync()
+            await daemon.wait_idle()
+            assert channel.texts() == ["Call Ana"] and (await chat.store.jobs.get(job.id)).status is JobStatus.DONE
+        finally:
+            await daemon.stop()
+            daemon.release()
+            await other_store.close()
+    finally:
+        await chat.stop()
