@@ -266,17 +266,11 @@ async def _decide_in_database(config: Config, confirmation_id: str, approve: boo
                               config_path: Path | None) -> LocalDecision | None:
     from bruce.clock import SystemClock
     from bruce.confirmations import Confirmations
-    from bruce.errors import StoreError
-    from bruce.store import Store
+    from bruce.existing_store import open_existing
 
     clock = SystemClock()
-    try:
-        store = await Store.open(config.storage.path, clock, create=False)  # never a new, empty database
-    except StoreError as exc:
-        if config.storage.path.exists():
-            raise
-        print(f"bruce: {exc} (storage.path in {config_path or 'the config'}); start Bruce once with `bruce run`, "
-              "or pass --config with the config file the daemon uses", file=sys.stderr)
+    store = await open_existing(config, config_path, clock)
+    if store is None:
         return None
     try:
         decision = await Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s).decide_locally(
