@@ -49,6 +49,8 @@ async def jobs_command(config: Config, args: argparse.Namespace, config_path: Pa
         book = JobBook(store=store, clock=SystemClock(), zone=config.assistant.zone)
         if args.jobs_command == "list":
             return await _list(store, all_jobs=args.all, as_json=args.json)
+        if not await _exists(store, args.id, changing=args.jobs_command != "show"):
+            return 1
         if args.jobs_command == "show":
             return await _show(store, book, args.id, as_json=args.json)
         return await _change(config, book, args.jobs_command, args.id)
@@ -71,20 +73,31 @@ async def _list(store: Store, *, all_jobs: bool, as_json: bool) -> int:
     if not views:
         print("no scheduled jobs" + ("" if all_jobs else " (--all shows finished ones)"))
         return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(box=None, pad_edge=False)
-    for column in ("ID", "CONVERSATION", "MODE", "STATUS", "NEXT RUN", "SCHEDULE", "CONTENT"):
-        table.add_column(column, overflow="fold")
+    rows = [["ID", "CONVERSATION", "MODE", "STATUS", "NEXT RUN", "SCHEDULE", "CONTENT"]]
     for v in views:
         j = v.job
-        status = str(j.status) + (" (flagged)" if j.flagged else "")
-        content = j.content if len(j.content) <= 40 else j.content[:37] + "..."
-        table.add_row(j.id, j.conversation_id, j.execution_mode, status, v.next_run_local or "-", j.description,
-                      content)
-    Console(width=200).print(table)
+        rows.append([j.id, j.conversation_id, j.execution_mode, str(j.status) + (" (flagged)" if j.flagged else ""),
+                     v.next_run_local or "-", _cut(j.description, 40), _cut(j.content, 40)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:  # plain columns, like ``bruce pairing list`` (no table library to install)
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     return 0
+
+
+def _cut(text: str, limit: int) -> str:
+    """One line of at most ``limit`` characters (a line break would break the columns)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
+
+
+async def _exists(store: Store, job_id: str, *, changing: bool) -> bool:
+    """Whether the job exists; if not, says so in the owner's terms (JobBook's text is the model's)."""
+    typed = job_id.strip()
+    if typed and await store.jobs.get(typed.lower()) is not None:
+        return True
+    print(f"bruce: there is no job {typed[:40]!r} (`bruce jobs list --all` shows every job)"
+          + ("; nothing changed" if changing else ""), file=sys.stderr)
+    return False
 
 
 async def _show(store: Store, book: JobBook, job_id: str, *, as_json: bool) -> int:
@@ -111,7 +124,7 @@ async def _show(store: Store, book: JobBook, job_id: str, *, as_json: bool) -> i
     print(f"runs (last {len(runs)}):" if runs else "runs: none yet")
     for r in runs:
         detail = r.error or (r.delivered_text or "")
-        detail = detail if len(detail) <= 60 else detail[:57] + "..."
+        detail = _cut(detail, 60)
         late = f"{r.lateness_ms} ms late" if r.lateness_ms is not None else ""
         print(f"  {local_text(parse_iso(r.scheduled_for), zone)}  {r.status}  {late}  {detail}".rstrip())
     return 0
@@ -134,9 +147,11 @@ async def _change(config: Config, book: JobBook, verb: str, job_id: str) -> int:
 
     told = await jobs_changed_on_daemon(config)
     print(f"{_CHANGES[verb]}: {view.line()}")
+    run_now = verb == "run-now"
     if told:
-        print("the running daemon has it now" + (" and runs it at once" if verb == "run-now" else ""))
+        print("the daemon runs it now" if run_now else "the running daemon has the change now")
     else:
-        print("Bruce is not running: " + ("it runs when Bruce starts" if verb == "run-now"
-                                          else "the change applies when it starts"))
+        print("Bruce is not running; " + ("it runs when Bruce starts" if run_now else "the change applies when it starts"))
+    if not config.scheduler.enabled:
+        print("note: scheduler.enabled is false in this config: Bruce stores jobs but fires none")
     return 0

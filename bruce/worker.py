@@ -183,8 +183,13 @@ class Worker:
         return found
 
     async def jobs_changed(self) -> None:
-        """``bruce jobs`` changed the table (over the console socket): the scheduler re-reads it now."""
-        await self.on_jobs_changed()
+        """``bruce jobs`` changed the table (over the console socket): the scheduler re-reads it now.
+        A read that fails (a locked database) is logged: the scheduler's own sync picks the change
+        up within ``sync_interval_s``, and the terminal still gets its answer."""
+        try:
+            await self.on_jobs_changed()
+        except Exception:
+            log.exception("scheduler.sync_failed", source="bruce jobs")
 
     async def resend(self, conversation_id: str) -> None:
         """Send what is stored and unsent for the conversation (a terminal attached again)."""

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 
 import pytest
 import yaml
 
-from bruce.app import build_app, socket_console
+from bruce.app import build_app, jobs_changed_on_daemon, socket_console
 from bruce.cli import main
 from bruce.values import JobStatus
+from channels.console_socket import jobs_changed_over_socket
 
 
 @pytest.fixture
@@ -63,7 +65,7 @@ async def test_pause_resume_cancel_change_the_job_and_say_so(app, bruce, capsys)
     reminder, briefing = await two_jobs(app)
     code, out, _ = await bruce(capsys, "pause", briefing.id)
     assert code == 0 and out.startswith(f"paused: {briefing.id} [paused]")
-    assert "Bruce is not running" in out  # this app serves no console socket
+    assert "Bruce is not running; the change applies when it starts" in out  # this app serves no console socket
     assert (await app.store.jobs.get(briefing.id)).status is JobStatus.PAUSED
     code, out, _ = await bruce(capsys, "resume", briefing.id)
     assert code == 0 and (await app.store.jobs.get(briefing.id)).status is JobStatus.ACTIVE
@@ -92,13 +94,19 @@ async def test_show_has_the_job_and_its_runs(app, bruce, capsys, clock, channel)
 
 async def test_an_unknown_id_or_an_impossible_change_is_an_error_and_changes_nothing(app, bruce, capsys):
     reminder, _ = await two_jobs(app)
-    code, _, err = await bruce(capsys, "pause", "nosuchjob")
-    assert code == 1 and "there is no job 'nosuchjob'" in err and "nothing changed" in err
+    code, out, err = await bruce(capsys, "pause", "nosuchjob")
+    assert code == 1 and out == ""
+    assert err == "bruce: there is no job 'nosuchjob' (`bruce jobs list --all` shows every job); nothing changed\n"
     await bruce(capsys, "cancel", reminder.id)
     code, _, err = await bruce(capsys, "resume", reminder.id)
     assert code == 1 and f"job {reminder.id} is cancelled and cannot be resumed" in err
     code, _, err = await bruce(capsys, "show", "nosuchjob")
-    assert code == 1 and "there is no job" in err
+    assert code == 1 and err == "bruce: there is no job 'nosuchjob' (`bruce jobs list --all` shows every job)\n"
+    code, _, err = await bruce(capsys, "run-now", reminder.id)  # a cancelled job stays cancelled
+    assert code == 1 and f"job {reminder.id} is cancelled and cannot be run now" in err
+    assert (await app.store.jobs.get(reminder.id)).status is JobStatus.CANCELLED
+    code, _, err = await bruce(capsys, "pause", reminder.id.upper())  # ids are not case-sensitive
+    assert code == 1 and f"job {reminder.id} is cancelled and cannot be paused" in err
 
 
 def test_a_missing_database_is_named_and_not_created(tmp_path, capsys):
@@ -119,12 +127,69 @@ async def test_run_now_reaches_the_running_daemon_which_sends_the_reminder_at_on
         job = (await app.jobs.create("test:c1", {"execution_mode": "message", "content": "Stretch",
                                                  "every_seconds": 3600})).job
         code, out, _ = await bruce(capsys, "run-now", job.id)
-        assert code == 0 and "the running daemon has it now and runs it at once" in out
+        assert code == 0 and out.startswith(f"due now: {job.id}") and "the daemon runs it now" in out
         await app.scheduler.wait_idle()
         assert channel.texts() == ["Stretch"]
         (run,) = await app.store.jobs.runs(job.id)
         assert run.status.value == "delivered"
         stored = await app.store.jobs.get(job.id)
         assert stored.status is JobStatus.ACTIVE and stored.next_run_at == "2026-12-02T13:00:00.000000+00:00"
+    finally:
+        await app.stop()
+
+
+async def test_the_table_has_aligned_columns_one_line_per_job_and_needs_no_table_library(
+        app, bruce, capsys, monkeypatch):
+    for name in [m for m in sys.modules if m == "rich" or m.startswith("rich.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "rich", None)  # a plain install has no rich: importing it fails
+    code, out, _ = await bruce(capsys, "list")
+    assert (code, out) == (0, "no scheduled jobs (--all shows finished ones)\n")
+    long = (await app.jobs.create("test:c1", {"execution_mode": "message", "every_seconds": 3600,
+                                              "content": "Line one\nline two, and a good deal more after it"})).job
+    code, out, _ = await bruce(capsys, "list")
+    header, row = out.splitlines()
+    assert header.split() == ["ID", "CONVERSATION", "MODE", "STATUS", "NEXT", "RUN", "SCHEDULE", "CONTENT"]
+    assert row.startswith(long.id) and header.index("CONTENT") == row.index("Line one line two")
+    assert row.endswith("Line one line two, and a good deal mo...")  # cut to 40 characters
+    assert header.index("NEXT RUN") == row.index("Wed 2026-12-02 10:00 -03")
+
+
+async def test_run_now_without_a_daemon_says_it_runs_when_bruce_starts(app, bruce, capsys):
+    job = (await app.jobs.create("test:c1", {"execution_mode": "message", "content": "Stretch",
+                                             "every_seconds": 3600})).job
+    await app.jobs.pause("test:c1", job.id)
+    code, out, _ = await bruce(capsys, "run-now", job.id)
+    assert code == 0 and "Bruce is not running; it runs when Bruce starts" in out
+    stored = await app.store.jobs.get(job.id)
+    assert stored.status is JobStatus.ACTIVE and stored.next_run_at == "2026-12-02T12:00:00.000000+00:00"
+
+
+async def test_with_the_scheduler_disabled_the_owner_is_told_nothing_fires(app, tmp_path, clock, capsys, monkeypatch):
+    monkeypatch.setattr("bruce.jobs_cli.SystemClock", lambda: clock)
+    config = tmp_path / "off.yml"
+    config.write_text(yaml.safe_dump({"storage": {"path": str(tmp_path / "bruce.db")}, "scheduler": {"enabled": False},
+                                      "console": {"socket_path": str(tmp_path / "bruce.sock")}}))
+    job = (await app.jobs.create("test:c1", {"execution_mode": "message", "content": "Stretch", "in_seconds": 60})).job
+    code = await asyncio.to_thread(main, ["--config", str(config), "jobs", "pause", job.id])
+    assert code == 0 and "scheduler.enabled is false" in capsys.readouterr().out
+
+
+async def test_no_daemon_at_the_socket_means_the_change_waits(make_config, tmp_path):
+    assert await jobs_changed_over_socket(tmp_path / "nobody.sock") is False
+    assert await jobs_changed_on_daemon(make_config(console={"socket_path": str(tmp_path / "nobody.sock")})) is False
+
+
+async def test_a_sync_that_fails_in_the_daemon_still_answers_the_terminal(make_config, tmp_path, clock, channel):
+    config = make_config(console={"socket_path": str(tmp_path / "bruce.sock")})
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[channel, socket_console(config, clock)])
+    await app.start()
+    try:
+        async def broken() -> None:
+            raise RuntimeError("database is locked")
+
+        app.worker.on_jobs_changed = broken
+        assert await jobs_changed_on_daemon(config) is True  # the daemon is there; its own sync retries
+        assert await jobs_changed_on_daemon(config) is True  # and the socket still serves
     finally:
         await app.stop()
