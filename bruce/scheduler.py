@@ -359,11 +359,12 @@ class Scheduler:
             changes["next_run_at"] = utc_iso(nxt) if nxt else None
         else:
             changes.update(status=JobStatus.DONE, next_run_at=None)
-        # a pause or reschedule made during the run wins: only the run's own next_run_at is moved
-        if not await self._jobs.update(job.id, **changes) and "status" in changes:
-            del changes["status"]
-            await self._jobs.update(job.id, **changes)
-        log.info("scheduler.fired", status=str(status), next_run_at=changes.get("next_run_at"))
+        # only the run's own next_run_at is moved: a reschedule, run-now or cancel made while the
+        # run was in flight changed it (or the status), and the owner's change stands as made
+        if await self._jobs.update(job.id, expect_next_run_at=scheduled_for, **changes):
+            log.info("scheduler.fired", status=str(status), next_run_at=changes.get("next_run_at"))
+        else:
+            log.info("scheduler.fired_job_changed_meanwhile", status=str(status))
         fresh = await self._jobs.get(job.id)
         if fresh is not None and fresh.status is JobStatus.ACTIVE and fresh.next_run_at and self.running:
             if parse_iso(fresh.next_run_at) <= self._clock.now():

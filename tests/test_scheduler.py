@@ -378,3 +378,42 @@ async def test_an_app_that_fires_no_jobs_holds_no_scheduler_lock(make_config, cl
             await other_store.close()
     finally:
         await chat.stop()
+
+
+async def _reschedule_while_the_run_is_in_flight(app, clock, fake_llm, job, **schedule):
+    """The job falls due and its agent turn waits on the model; the owner reschedules it then."""
+    clock.advance(hours=23)
+    await app.scheduler.sync()
+    for _ in range(200):
+        if fake_llm.requests:
+            break
+        await asyncio.sleep(0.01)
+    assert fake_llm.requests, "the run never reached the model"
+    view = await app.jobs.reschedule(CID, job.id, schedule)
+    await app.scheduler.wait_idle()
+    return view
+
+
+async def test_a_cron_job_rescheduled_while_its_run_is_in_flight_keeps_the_new_schedule(app, channel, clock, fake_llm):
+    fake_llm.add(Step.delay(0.3, Step.text("Your day: two meetings.")))
+    job = (await app.jobs.create(CID, {"execution_mode": "agent", "content": "Brief me on my day.",
+                                       "cron": "0 8 * * 1-5"})).job
+    view = await _reschedule_while_the_run_is_in_flight(app, clock, fake_llm, job, cron="30 9 * * *")
+    assert channel.texts() == ["Your day: two meetings."]
+    fresh = await app.store.jobs.get(job.id)
+    assert (fresh.schedule_value, fresh.next_run_at) == ("30 9 * * *", view.job.next_run_at)
+    assert fresh.status is JobStatus.ACTIVE
+
+
+async def test_a_one_off_rescheduled_while_its_run_is_in_flight_stays_active_for_its_new_time(
+        app, channel, clock, fake_llm):
+    fake_llm.add(Step.delay(0.3, Step.text("Checked: the parcel is out for delivery.")))
+    job = (await app.jobs.create(CID, {"execution_mode": "agent", "content": "Check the parcel.",
+                                       "in_seconds": 23 * 3600})).job
+    view = await _reschedule_while_the_run_is_in_flight(app, clock, fake_llm, job, in_seconds=7200)
+    fresh = await app.store.jobs.get(job.id)
+    assert (fresh.status, fresh.next_run_at) == (JobStatus.ACTIVE, view.job.next_run_at)
+    fake_llm.add(Step.text("Checked again: delivered."))
+    await tick(app, clock, hours=2)
+    assert channel.texts() == ["Checked: the parcel is out for delivery.", "Checked again: delivered."]
+    assert (await app.store.jobs.get(job.id)).status is JobStatus.DONE

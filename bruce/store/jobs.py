@@ -107,14 +107,20 @@ class JobStore:
         rows = await self._db.rows("SELECT * FROM proactive_jobs WHERE status = 'active' ORDER BY next_run_at")
         return [from_row(JobRecord, r) for r in rows]
 
-    async def update(self, job_id: str, *, expect: tuple[str, ...] = _LIVE, **changes: Any) -> bool:
-        """Change a job that is in one of the ``expect`` states; False when it is not (any more)."""
+    async def update(self, job_id: str, *, expect: tuple[str, ...] = _LIVE, expect_next_run_at: str | None = None,
+                     **changes: Any) -> bool:
+        """Change a job that is in one of the ``expect`` states (and, given ``expect_next_run_at``,
+        still due then); False when it is not (any more)."""
         changes = {k: str(v) if isinstance(v, JobStatus) else v for k, v in changes.items()}
         changes["updated_at"] = self._db.now()
         sets = ", ".join(f"{k} = ?" for k in changes)
         marks = ", ".join("?" * len(expect))
-        _, count = await self._db.execute(f"UPDATE proactive_jobs SET {sets} WHERE id = ? AND status IN ({marks})",
-                                          (*changes.values(), job_id, *expect))
+        where, params = f"id = ? AND status IN ({marks})", [job_id, *expect]
+        if expect_next_run_at is not None:
+            where += " AND next_run_at = ?"
+            params.append(expect_next_run_at)
+        _, count = await self._db.execute(f"UPDATE proactive_jobs SET {sets} WHERE {where}",
+                                          (*changes.values(), *params))
         return count == 1
 
     # runs ---------------------------------------------------------------------------------
