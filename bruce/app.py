@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from bruce.admin import AdminServer
     from channels.console import ConsoleChannel
     from channels.console_socket import SocketConsole
+    from tools.mcp.bridge import MCPBridge
 
 __all__ = ["App", "build_app", "CHANNEL_FACTORIES", "console_channel", "socket_console", "attach_console", "decide_on_daemon", "tool_set"]
 
@@ -142,6 +143,7 @@ class App:
     jobs: JobBook
     scheduler: Scheduler | None = None  # None: scheduler.enabled is false
     admin: AdminServer | None = None  # serving once start_admin() ran (``bruce run``)
+    mcp: MCPBridge | None = None  # the configured MCP servers (None: there are none)
     channels: dict[str, Channel] = field(default_factory=dict)
     _stopped: bool = field(default=False, init=False)
     _locks: list[TextIO] = field(default_factory=list, init=False)
@@ -249,6 +251,8 @@ class App:
             await channel.stop()
         if self.admin is not None:
             await self.admin.stop()
+        if self.mcp is not None:
+            await self.mcp.stop()  # stdio servers' processes end with their links
         await self.store.close()
         shutdown_tools()  # the tools' worker processes (calculator, page reader)
         if self.scheduler is not None:
@@ -302,6 +306,10 @@ async def build_app(
     clock = clock or SystemClock()
     environ = os.environ if environ is None else environ
     redactor = redactor or Redactor(config.secrets())
+    if any(server.enabled for server in config.mcp_servers.values()):
+        from tools.mcp.bridge import preload
+
+        preload()  # the SDK imports in a thread while the rest is built
     store = await Store.open(config.storage.path, clock, busy_timeout_ms=config.storage.busy_timeout_ms)
     try:
         return await _assemble(config, store, clock, environ, redactor, extra_channels or [], fire_jobs)
@@ -357,5 +365,22 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
                               settings=SchedulerSettings(misfire_grace_s=s.misfire_grace_s, max_failures=s.max_failures,
                                                          lock_path=Path(f"{config.storage.path}.scheduler.lock")))
         worker.on_jobs_changed = scheduler.sync
-    return App(config=config, clock=clock, store=store, llm=llm, registry=registry, worker=worker, outbox=outbox,
-               jobs=jobs, scheduler=scheduler, channels=channels)
+    app = App(config=config, clock=clock, store=store, llm=llm, registry=registry, worker=worker, outbox=outbox,
+              jobs=jobs, scheduler=scheduler, channels=channels)
+    if config.mcp_servers:
+        app.mcp = await connect_mcp(config, registry, clock)
+    return app
+
+
+async def connect_mcp(config: Config, registry: ToolRegistry, clock: Clock) -> MCPBridge:
+    """Connect every configured MCP server (``tools/mcp``), each bounded by its connect_timeout_s,
+    and register the tools of those that answered; the rest reconnect in the background."""
+    from tools.mcp.bridge import MCPBridge
+
+    bridge = MCPBridge(config.mcp_servers, registry, clock=clock, log_dir=config.storage.path.parent / "mcp")
+    try:
+        await bridge.start()
+    except BaseException:
+        await bridge.stop()
+        raise
+    return bridge

@@ -380,7 +380,8 @@ def unknown_overrides(tools: ToolsConfig, known: Iterable[str]) -> list[str]:
     shared by ``bruce config check`` and start-up, so both refuse the same configs."""
     names = sorted(set(known))
     return [f"tools.overrides.{name}: unknown tool (known tools: {', '.join(names)})"
-            for name in sorted(set(tools.overrides) - set(names))]
+            for name in sorted(set(tools.overrides) - set(names))
+            if not name.startswith("mcp.")]  # an MCP server's tools are known once it connects
 
 
 class LoggingConfig(_Model):
@@ -404,6 +405,49 @@ class LimitsConfig(_Model):
     messages_per_hour: int = Field(200, ge=1, le=100_000)
 
 
+RiskName = Literal["low", "medium", "high", "critical", "forbidden"]
+MCP_SERVER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+
+
+class MCPServerConfig(_Model):
+    """One MCP server: ``command`` (stdio, started and supervised by Bruce) or ``url`` (HTTP)."""
+
+    enabled: bool = True
+    command: str | None = None  # "python" is the interpreter running Bruce
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, SecretStr] = Field(default_factory=dict)  # added to a minimal default environment
+    cwd: Path | None = None  # relative: against the config file's folder
+    url: str | None = None
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    transport: Literal["auto", "streamable_http", "sse"] = "auto"  # auto: streamable HTTP, then SSE
+    enabled_tools: list[str] | None = None  # null: every tool the server lists
+    disabled_tools: list[str] = Field(default_factory=list)
+    risk: RiskName = "high"  # of every tool of this server, unless tool_risk says otherwise
+    tool_risk: dict[str, RiskName] = Field(default_factory=dict)
+    timeout_s: float = Field(30.0, gt=0, le=3600)  # one call
+    connect_timeout_s: float = Field(2.0, gt=0, le=120)  # connection and handshake
+    ping_interval_s: float = Field(15.0, gt=0, le=3600)  # how often a connected server is checked
+    reconnect_max_s: float = Field(60.0, gt=0, le=3600)  # the longest wait between reconnection attempts
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> MCPServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (a stdio server) or url (an HTTP server), not both or neither")
+        if self.url is not None and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", self.url):
+            raise ValueError(f"url must be an http:// or https:// address, not {self.url[:80]!r}")
+        if self.command is not None and not self.command.strip():
+            raise ValueError("command must not be empty")
+        return self
+
+
+class MCPServeConfig(_Model):
+    """``bruce mcp serve``: Bruce's own tools for another MCP client."""
+
+    trusted: bool = False  # true: tools that need confirmation are offered too (the client asks its user)
+    port: int = Field(8766, ge=0, le=65535)  # the HTTP transport, always on 127.0.0.1
+    conversation: str | None = None  # where reminders made over MCP are delivered; null: the latest chat
+
+
 class Config(_Model):
     assistant: AssistantConfig = Field(default_factory=AssistantConfig)  # the zone is read when it is made
     llm: LLMConfig = LLMConfig()
@@ -415,6 +459,16 @@ class Config(_Model):
     console: ConsoleConfig = ConsoleConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
     limits: LimitsConfig = LimitsConfig()
+    mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=dict)
+    mcp_serve: MCPServeConfig = MCPServeConfig()
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _server_names(cls, servers: dict[str, MCPServerConfig]) -> dict[str, MCPServerConfig]:
+        bad = [n for n in servers if not MCP_SERVER_NAME.fullmatch(n)]
+        if bad:
+            raise ValueError(f"server name {bad[0][:40]!r}: use 1-32 lower-case letters, digits, '_' or '-'")
+        return servers
 
     def anchored(self, base_dir: Path) -> Config:
         """This config with each relative path (``storage.path``, ``tools.artifacts.dir``,
@@ -432,6 +486,8 @@ class Config(_Model):
                 "files": tools.files.model_copy(update={"notes_dir": at(tools.files.notes_dir)}),
             }),
             "console": self.console.model_copy(update={"socket_path": at(self.console.socket_path)}),
+            "mcp_servers": {name: server.model_copy(update={"cwd": at(server.cwd) if server.cwd else None})
+                            for name, server in self.mcp_servers.items()},
         })
 
     def secrets(self) -> list[str]:
@@ -445,6 +501,8 @@ class Config(_Model):
             self.tools.web.brave_api_key,
         ]
         found += [e.api_key for e in self.llm.endpoints()]
+        for server in self.mcp_servers.values():
+            found += [*server.env.values(), *server.headers.values()]
         return sorted({s.get_secret_value() for s in found if s and s.get_secret_value()})
 
 

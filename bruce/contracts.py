@@ -69,10 +69,12 @@ class ToolContract:
     timeout_s: float | None = None
     cache_ttl_s: float = 0.0  # >0: a repeated call with the same arguments within this is answered from memory
     guideline: str = ""  # how to use it well, for the prompt's tool guidelines while it is offered
+    server: str | None = None  # the MCP server a remote tool comes from (None: built in)
+    wire: str = ""  # the name the model sees, when it is not simply the name with '_' (MCP tools)
 
     @property
     def wire_name(self) -> str:
-        return wire_name(self.name)
+        return self.wire or wire_name(self.name)
 
     def definition(self, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
         """The OpenAI-style function definition sent to the model (``parameters``: the schema as
@@ -90,9 +92,9 @@ class ToolContract:
 def contract_from_dict(data: dict[str, Any]) -> ToolContract:
     """Build a contract from plain data (an MCP server's, a plugin's), naming every missing,
     unknown or ill-typed field at once. Every field must be stated; only ``timeout_s``,
-    ``guideline``, ``cache_ttl_s`` (and ``idempotency_window_s`` for a tool that is not idempotent) may be left out."""
+    ``guideline``, ``cache_ttl_s``, ``server``, ``wire`` (and ``idempotency_window_s`` for a tool that is not idempotent) may be left out."""
     known = {f.name: f for f in fields(ToolContract)}
-    optional = {"timeout_s", "guideline", "cache_ttl_s"} | ({"idempotency_window_s"} if data.get("idempotent") is False else set())
+    optional = {"timeout_s", "guideline", "cache_ttl_s", "server", "wire"} | ({"idempotency_window_s"} if data.get("idempotent") is False else set())
     problems = [f"missing field {name!r}" for name in known if name not in data and name not in optional]
     problems += [f"unknown field {name!r}" for name in data if name not in known]
     values = dict(data)

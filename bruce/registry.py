@@ -14,7 +14,8 @@ import asyncio
 import copy
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
@@ -51,23 +52,38 @@ AWAITING_MESSAGE = (
 )
 
 
+Availability = Callable[[], str | None]  # why a tool cannot run now (its MCP server is down), or None
+
+
 @dataclass(frozen=True, slots=True)
 class RegisteredTool:
     contract: ToolContract
     handler: ToolHandler
     validator: Draft202012Validator
     policy: Policy
+    unavailable: Availability | None = None
 
     @property
     def schema_for_model(self) -> dict[str, Any]:
         return self.validator.schema  # type: ignore[no-any-return]
 
 
-def _shape_problems(contract: ToolContract) -> list[str]:
+def _name_problems(contract: ToolContract) -> list[str]:
     problems = []
+    if contract.server is not None:  # a remote tool: its name is the server's, its wire name made safe
+        if not contract.name.startswith(f"mcp.{contract.server}.") or len(contract.name) <= len(contract.server) + 5:
+            problems.append("a remote tool's name must be 'mcp.<server>.<tool>'")
+        if not WIRE_NAME.fullmatch(contract.wire_name):
+            problems.append("a remote tool's wire name must match [a-zA-Z0-9_-]{1,64}")
+        return problems
     parts = contract.name.split(".")
     if len(parts) != 2 or not all(p.replace("_", "").isalnum() and p.islower() for p in parts):
         problems.append("name must be 'domain.verb' in lower case")
+    return problems
+
+
+def _shape_problems(contract: ToolContract) -> list[str]:
+    problems = _name_problems(contract)
     for field_name in ("description", "category", "side_effects", "audit_event"):
         if not getattr(contract, field_name).strip():
             problems.append(f"{field_name} must not be empty")
@@ -125,6 +141,7 @@ def _json_text(value: Any) -> str:
         return json.dumps({"unserialisable": type(value).__name__, "error": str(exc)[:200]})
 
 
+WIRE_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # what every provider accepts as a function name
 MAX_NESTING = 100  # deeper arguments and results are refused whatever the stack depth left: no RecursionError later
 
 
@@ -200,25 +217,40 @@ class ToolRegistry:
         self._audit_max = audit_output_max_chars
         self._overrides = dict(overrides or {})
         self._redactor = redactor or Redactor()
-        self._tools: dict[str, RegisteredTool] = {}
+        self._tools: dict[str, RegisteredTool] = {}  # by wire name
+        self._by_name: dict[str, str] = {}  # contract name -> wire name
         self._key_locks: dict[str, asyncio.Lock] = {}
 
     # registration ---------------------------------------------------------------------
 
-    def register(self, contract: ToolContract, handler: ToolHandler) -> None:
+    def register(self, contract: ToolContract, handler: ToolHandler, *, unavailable: Availability | None = None,
+                 replace: bool = False) -> None:
+        """Add a tool. ``unavailable`` says when it cannot run (it is then not offered, and a
+        call is answered ``unavailable``); ``replace``: a tool of that name may be swapped (an
+        MCP server that reconnected with a changed tool)."""
         problems = check_contract(contract)
-        if contract.wire_name in self._tools:
+        taken = self._tools.get(contract.wire_name)
+        if taken is not None and not (replace and taken.contract.name == contract.name):
             problems.append("a tool with this name is already registered")
+        named = self._by_name.get(contract.name)
+        if named is not None and named != contract.wire_name:
+            problems.append("a tool with this name is already registered under another wire name")
         if problems:
             raise ContractError(f"tool {contract.name}: " + "; ".join(problems))
         policy = effective_policy(contract, self._overrides.get(contract.name))
         validator = Draft202012Validator(_with_dry_run(contract))
-        self._tools[contract.wire_name] = RegisteredTool(contract, handler, validator, policy)
+        self._tools[contract.wire_name] = RegisteredTool(contract, handler, validator, policy, unavailable)
+        self._by_name[contract.name] = contract.wire_name
+
+    def has_wire_name(self, wire: str) -> bool:
+        return wire in self._tools
 
     def register_all(self, tools: Iterable[tuple[ToolContract, ToolHandler]]) -> None:
         for contract, handler in tools:
             self.register(contract, handler)
-        unknown = sorted(set(self._overrides) - {t.contract.name for t in self._tools.values()})
+        # an MCP server's tools arrive when it connects, which may be after start-up
+        unknown = sorted(n for n in set(self._overrides) - {t.contract.name for t in self._tools.values()}
+                         if not n.startswith("mcp."))
         if unknown:
             raise ContractError(f"tools.overrides names unknown tools: {', '.join(unknown)}")
 
@@ -226,10 +258,11 @@ class ToolRegistry:
         return sorted(self._tools.values(), key=lambda t: t.contract.name)
 
     def get(self, name: str) -> RegisteredTool | None:
-        return self._tools.get(name.replace(".", "_"))
+        """A tool by its wire name or its contract name."""
+        return self._tools.get(name) or self._tools.get(self._by_name.get(name, ""))
 
     def _offered(self, tool: RegisteredTool, scope: TurnScope | None) -> bool:
-        if not tool.policy.visible:
+        if not tool.policy.visible or (tool.unavailable is not None and tool.unavailable() is not None):
             return False
         if scope is None:
             return True
@@ -275,11 +308,18 @@ class ToolRegistry:
         if refusal:
             result = ToolResult(call.id, call.name, ToolStatus.DENIED, error=refusal)
             return await self._audit(call, scope, tool, call.arguments, result, started)
+        down = tool.unavailable() if tool.unavailable is not None else None
+        if down is not None:
+            result = ToolResult(call.id, call.name, ToolStatus.ERROR, error=f"unavailable: {down}")
+            return await self._audit(call, scope, tool, call.arguments, result, started)
         try:
             arguments = self._parse_arguments(call.arguments, tool)
         except ToolInputInvalid as exc:
             result = ToolResult(call.id, call.name, ToolStatus.INVALID_ARGS, error=str(exc))
             return await self._audit(call, scope, tool, call.arguments, result, started)
+        if tool.policy.needs_confirmation and scope.confirmed_by_caller and not tool.policy.step_up:
+            result, key = await self._run_once(call, tool, arguments, scope)  # a trusted MCP client asked its user
+            return await self._audit(call, scope, tool, arguments, result, started, key=key)
         if tool.policy.needs_confirmation and scope.unattended:
             result = ToolResult(call.id, call.name, ToolStatus.SKIPPED, error=SKIPPED_MESSAGE)
             return await self._audit(call, scope, tool, arguments, result, started)
@@ -315,12 +355,16 @@ class ToolRegistry:
     async def run_approved(self, action: PendingAction, scope: TurnScope) -> ToolResult:
         """Run a request the user (or the owner, locally) approved; audited as ``confirmation``."""
         started = self._clock.monotonic()
-        call = ToolCall(id=f"confirmation:{action.id}", name=action.tool_name.replace(".", "_"),
+        tool = self.get(action.tool_name)
+        call = ToolCall(id=f"confirmation:{action.id}", name=tool.contract.wire_name if tool else action.tool_name.replace(".", "_"),
                         arguments=json.dumps(action.arguments))
-        tool = self._tools.get(call.name)
         if tool is None or tool.policy.refusal:
             status = ToolStatus.UNKNOWN_TOOL if tool is None else ToolStatus.DENIED
             result = ToolResult(call.id, call.name, status, error=f"{action.tool_name} is no longer available.")
+            return await self._audit(call, scope, tool, action.arguments, result, started)
+        down = tool.unavailable() if tool.unavailable is not None else None
+        if down is not None:  # approved, but its MCP server is down now: nothing was done
+            result = ToolResult(call.id, call.name, ToolStatus.ERROR, error=f"unavailable: {down}")
             return await self._audit(call, scope, tool, action.arguments, result, started)
         stale = await self._changed_since_preview(call, tool, action, scope)
         if stale is not None:
@@ -450,6 +494,7 @@ class ToolRegistry:
             latency_ms=latency_ms,
             source=scope.source if scope.source is not TurnSource.SUMMARY else TurnSource.CHAT,
             idempotency_key=key,
+            server=tool.contract.server if tool else None,
         )
         scope.results.append(replace(result, name=record.tool_name))  # known to the turn even if the write fails
         await asyncio.shield(self._store.audit.record_tool_execution(record))

@@ -28,6 +28,7 @@ class TurnScope:
     user_id: str | None
     source: TurnSource = TurnSource.CHAT
     unattended: bool = False  # nobody to ask: tools that need approval are skipped, never parked
+    confirmed_by_caller: bool = False  # a trusted MCP client asked its own user (step-up still refused)
     tool_filter: ToolFilter | None = None
     scheduled: ScheduledRun | None = None  # a proactive job's run
     progress: Progress = NO_PROGRESS

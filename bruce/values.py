@@ -70,6 +70,7 @@ class TurnSource(StrEnum):
     PROACTIVE = "proactive"
     CONFIRMATION = "confirmation"
     SUMMARY = "summary"
+    MCP = "mcp"  # an MCP client's call through ``bruce mcp serve`` (tool executions only; no turn)
 
 
 class JobStatus(StrEnum):

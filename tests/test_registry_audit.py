@@ -54,7 +54,7 @@ async def turn_ids(app, source: str) -> list[str]:
 
 def row(**values) -> dict:
     base = {"conversation_id": "test:c1", "output": None, "error": None, "latency_ms": 0.0, "source": "chat",
-            "idempotency_key": None, "created_at": NOW}
+            "idempotency_key": None, "created_at": NOW, "server": None}
     return {**base, **values}
 
 

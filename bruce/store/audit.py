@@ -27,11 +27,11 @@ class AuditStore:
     async def record_tool_execution(self, rec: ToolExecutionRecord) -> int:
         row_id, _ = await self._db.execute(
             "INSERT INTO tool_executions (turn_id, conversation_id, call_id, tool_name, risk, input,"
-            " output, status, error, latency_ms, source, idempotency_key, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " output, status, error, latency_ms, source, idempotency_key, created_at, server)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (rec.turn_id, rec.conversation_id, rec.call_id, rec.tool_name, rec.risk, to_json(rec.input),
              None if rec.output is None else to_json(rec.output), str(rec.status), rec.error,
-             round(rec.latency_ms, 3), str(rec.source), rec.idempotency_key, self._db.now()),
+             round(rec.latency_ms, 3), str(rec.source), rec.idempotency_key, self._db.now(), rec.server),
         )
         return row_id
 

@@ -102,6 +102,7 @@ class ToolExecutionRecord:
     latency_ms: float
     source: TurnSource
     idempotency_key: str | None = None
+    server: str | None = None  # the MCP server of a remote tool
 
 
 @dataclass(frozen=True, slots=True)
