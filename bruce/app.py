@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import structlog
 
@@ -122,6 +123,83 @@ async def daemon_health(config: Config) -> dict[str, str | None] | None:
     from channels.console_socket import daemon_health as ask
 
     return await ask(config.console.socket_path)
+
+
+async def mcp_status_on_daemon(config: Config) -> list[dict[str, Any]] | None:
+    """The running daemon's MCP servers and their state; None when none answers."""
+    from channels.console_socket import mcp_status_over_socket
+
+    return await mcp_status_over_socket(config.console.socket_path)
+
+
+async def probe_mcp(config: Config) -> list[dict[str, Any]]:
+    """Connect to each configured MCP server now (each bounded by its connect_timeout_s), report,
+    disconnect: ``bruce mcp status`` when no daemon runs. Opens no database."""
+    registry = ToolRegistry(store=cast(Store, None), clock=SystemClock(), zone=config.assistant.zone,  # nothing runs
+                            confirmations=cast(Confirmations, None))
+    bridge = await connect_mcp(config, registry, SystemClock())
+    try:
+        return bridge.status()
+    finally:
+        await bridge.stop()
+
+
+async def serve_mcp(config: Config, *, transport: str, port: int, redactor: Redactor | None = None) -> None:
+    """``bruce mcp serve``: Bruce's own tools (not those it takes from MCP servers) for another MCP
+    client, over stdio or HTTP on 127.0.0.1 with the admin token as a bearer (``tools/mcp/serve``)."""
+    from bruce.admin.auth import resolve_token
+    from tools.builtin import shutdown_tools
+    from tools.mcp import serve
+
+    clock = SystemClock()
+    redactor = redactor or Redactor(config.secrets())
+    store = await Store.open(config.storage.path, clock, busy_timeout_ms=config.storage.busy_timeout_ms)
+    notices: set[asyncio.Task[bool]] = set()
+
+    def tell_daemon(_job_id: str) -> None:  # a job made over MCP: the running daemon arms it now
+        task = asyncio.create_task(jobs_changed_on_daemon(config))
+        notices.add(task)
+        task.add_done_callback(notices.discard)
+
+    try:
+        confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
+        jobs = JobBook(store=store, clock=clock, zone=config.assistant.zone,
+                       dedup_window_s=config.scheduler.dedup_window_s)
+        jobs.changed = tell_daemon
+        registry = await _registry(config, store, clock, redactor, confirmations, jobs)
+        conversation = await _mcp_conversation(config, store)
+        server = serve.build_server(registry, trusted=config.mcp_serve.trusted, conversation_id=conversation)
+        log.info("mcp_serve.starting", transport=transport, conversation=conversation,
+                 tools=sorted(serve.exposed(registry, trusted=config.mcp_serve.trusted)))
+        if transport == "stdio":
+            await serve.serve_stdio(server)
+            return
+        token, generated = resolve_token(config.admin.token.get_secret_value() if config.admin.token else None,
+                                         host="127.0.0.1", data_dir=config.storage.path.parent)
+        if generated is not None:
+            print(f"bruce mcp serve: the bearer token is the admin token, in {generated}", file=sys.stderr)
+        try:
+            sock = serve.bind_loopback(port)
+        except OSError as exc:
+            raise BruceError(f"bruce mcp serve cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); "
+                             "choose another with --port or mcp_serve.port") from None
+        await serve.serve_http(server, sock=sock, token=token)
+    finally:
+        if notices:
+            await asyncio.wait(notices, timeout=3)
+        await store.close()
+        shutdown_tools()
+
+
+async def _mcp_conversation(config: Config, store: Store) -> str | None:
+    """Where a reminder made over MCP is delivered: ``mcp_serve.conversation``, else the chat the
+    owner wrote in last; None when there is none yet (the proactive tools then say so)."""
+    chosen = config.mcp_serve.conversation
+    if chosen is None:
+        return await store.messages.latest_conversation()
+    channel, _, chat = chosen.partition(":")
+    await store.messages.ensure_conversation(chosen, channel, chat)
+    return chosen
 
 
 def tool_set(config: Config, store: Store | None, jobs: JobBook | None = None) -> list[tuple[ToolContract, ToolHandler]]:
@@ -369,6 +447,7 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
               jobs=jobs, scheduler=scheduler, channels=channels)
     if config.mcp_servers:
         app.mcp = await connect_mcp(config, registry, clock)
+        worker.on_mcp_status = app.mcp.status
     return app
 
 
@@ -377,6 +456,7 @@ async def connect_mcp(config: Config, registry: ToolRegistry, clock: Clock) -> M
     and register the tools of those that answered; the rest reconnect in the background."""
     from tools.mcp.bridge import MCPBridge
 
+    # a stdio server's stderr goes to <data>/mcp/<name>.log
     bridge = MCPBridge(config.mcp_servers, registry, clock=clock, log_dir=config.storage.path.parent / "mcp")
     try:
         await bridge.start()

@@ -22,7 +22,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from bruce.errors import ChannelSendError
 from bruce.progress import ProgressSink
@@ -121,6 +121,8 @@ class LocalInbound(Inbound, Protocol):
     def health(self) -> dict[str, str | None]: ...
 
     async def jobs_changed(self) -> None: ...
+
+    def mcp_status(self) -> list[dict[str, Any]]: ...
 
 
 @runtime_checkable

@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("check", help="validate the config and exit")
-    from bruce import doctor, jobs_cli, onboarding, pairing, usage
+    from bruce import doctor, jobs_cli, mcp_cli, onboarding, pairing, usage
 
     pairing.add_arguments(sub.add_parser("pairing", help="strangers asking to talk to Bruce: list, approve, deny, revoke"))
     usage.add_usage_arguments(sub.add_parser("usage", help="model calls, tokens and cost per day and model"))
@@ -72,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     jobs_cli.add_arguments(sub.add_parser("jobs", help="reminders and scheduled jobs: list, show, pause, resume, "
                                                        "cancel, run-now"))
 
+    mcp_cli.add_arguments(sub.add_parser("mcp", help="MCP: status of the configured servers; serve Bruce's tools"))
     onboarding.add_arguments(sub.add_parser("init", help="write a first config.yml and .env (asks, or --non-interactive)"))
     doctor.add_arguments(sub.add_parser("doctor", help="check that this setup is ready to start"))
     return parser
@@ -319,6 +320,30 @@ def _store_command(config: Config, args: argparse.Namespace) -> int:
         return 1
 
 
+def _decide(config: Config, args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_decide_locally(config, args.id, args.command == "approve",
+                                           (args.config or default_config_path()).resolve()))
+    except BruceError as exc:
+        print(f"bruce: {exc}", file=sys.stderr)
+        return 1
+
+
+def _mcp(config: Config, args: argparse.Namespace) -> int:
+    """``bruce mcp``: logs go to stderr (stdout is the protocol for ``serve --transport stdio``)."""
+    from bruce.mcp_cli import mcp_command
+
+    configure_logging(level="warning" if args.mcp_command == "status" else config.logging.level,
+                      fmt=config.logging.format, redactor=Redactor(config.secrets()))
+    try:
+        return asyncio.run(mcp_command(config, args))
+    except BruceError as exc:
+        print(f"bruce: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
@@ -346,13 +371,10 @@ def _main(argv: Sequence[str] | None) -> int:
         return _print_tools(config, getattr(args, "name", None))
     if args.command in ("pairing", "jobs", "usage", "budget"):
         return _store_command(config, args)
+    if args.command == "mcp":
+        return _mcp(config, args)
     if args.command in ("approve", "deny"):
-        try:
-            return asyncio.run(_decide_locally(config, args.id, args.command == "approve",
-                                               (args.config or default_config_path()).resolve()))
-        except BruceError as exc:
-            print(f"bruce: {exc}", file=sys.stderr)
-            return 1
+        return _decide(config, args)
     chat = args.command == "chat"
     redactor = configure_logging(
         level="error" if chat else config.logging.level,

@@ -445,7 +445,8 @@ class MCPServeConfig(_Model):
 
     trusted: bool = False  # true: tools that need confirmation are offered too (the client asks its user)
     port: int = Field(8766, ge=0, le=65535)  # the HTTP transport, always on 127.0.0.1
-    conversation: str | None = None  # where reminders made over MCP are delivered; null: the latest chat
+    # where reminders made over MCP are delivered ('<channel>:<chat id>'); null: the chat written in last
+    conversation: str | None = Field(None, pattern=r"^[a-z][a-z0-9_-]*:[^\s:]+$")
 
 
 class Config(_Model):

@@ -449,7 +449,7 @@ class ToolRegistry:
     ) -> ToolResult:
         timeout_s = tool.contract.timeout_s or self._default_timeout_s
         context = ToolContext(
-            clock=self._clock, zone=self._zone, conversation_id=scope.conversation_id, turn_id=scope.turn_id,
+            clock=self._clock, zone=self._zone, conversation_id=scope.conversation_id or None, turn_id=scope.turn_id or None,
             dry_run=dry_run, idempotency_key=key, now=self._clock.now(),
         )
         try:
@@ -482,8 +482,8 @@ class ToolRegistry:
     ) -> ToolResult:
         latency_ms = (self._clock.monotonic() - started) * 1000
         record = ToolExecutionRecord(
-            turn_id=scope.turn_id,
-            conversation_id=scope.conversation_id,
+            turn_id=scope.turn_id or None,  # '' for a call from an MCP client: no turn, perhaps no conversation
+            conversation_id=scope.conversation_id or None,
             call_id=call.id,
             tool_name=tool.contract.name if tool else call.name,
             risk=str(tool.contract.risk) if tool else None,

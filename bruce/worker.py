@@ -63,6 +63,7 @@ class Worker:
         self._limiter = limiter
         self._zone = zone or ZoneInfo("UTC")
         self.on_jobs_changed: Callable[[], Awaitable[None]] = _nothing  # the scheduler's sync (app wiring)
+        self.on_mcp_status: Callable[[], list[dict[str, Any]]] = list  # the MCP bridge's status (app wiring)
         self._store = store
         self._clock = clock
         self._llm = llm
@@ -181,6 +182,10 @@ class Worker:
                 when = channel.last_receive
                 found[name] = utc_iso(when) if when is not None else None
         return found
+
+    def mcp_status(self) -> list[dict[str, Any]]:
+        """Each MCP server's state, last error and tools (``bruce mcp status``)."""
+        return self.on_mcp_status()
 
     async def jobs_changed(self) -> None:
         """``bruce jobs`` changed the table (over the console socket): the scheduler re-reads it now.

@@ -21,6 +21,7 @@ The protocol is JSON, one object per line (``LINE_LIMIT`` bytes at most)::
               {"ev": "progress", "kind": "tool_finished", "tool": ..., "status": ...}
     {"op": "health", "ref": 3}                  {"ev": "health", "ref": 3, "last_receive": {"telegram": "2026-…Z"}}
     {"op": "jobs_changed", "ref": 4}            {"ev": "jobs_synced", "ref": 4}  (the scheduler re-read the jobs)
+    {"op": "mcp_status", "ref": 5}              {"ev": "mcp_status", "ref": 5, "servers": [...]}
     a request it cannot read: {"ev": "error", "ref": ..., "error": "what was wrong"}
 
 With no terminal attached a reply is not lost: ``send_text`` raises ``ChannelSendError``, the
@@ -55,7 +56,7 @@ from bruce.values import DecisionOutcome, ToolStatus
 from channels.console import ConsoleChannel
 
 __all__ = ["SocketConsole", "RemoteInbound", "DaemonGone", "attach", "connect", "daemon_health", "decide_over_socket",
-           "jobs_changed_over_socket",
+           "jobs_changed_over_socket", "mcp_status_over_socket",
            "PROTOCOL_VERSION"]
 
 log = structlog.get_logger(__name__)
@@ -275,6 +276,8 @@ class SocketConsole:
         elif op == "jobs_changed":
             await inbound.jobs_changed()
             await terminal.send({"ev": "jobs_synced", "ref": ref})
+        elif op == "mcp_status":
+            await terminal.send({"ev": "mcp_status", "ref": ref, "servers": inbound.mcp_status()})
         else:
             raise ValueError(f"unknown op {op!r}")
 
@@ -400,6 +403,17 @@ async def jobs_changed_over_socket(path: Path) -> bool:
     except (OSError, TimeoutError, ValueError, DaemonGone):
         return False
     return event is not None and event.get("ev") == "jobs_synced"
+
+
+async def mcp_status_over_socket(path: Path) -> list[dict[str, Any]] | None:
+    """The running daemon's MCP servers (``bruce mcp status``); None when no daemon answers."""
+    try:
+        event = await _ask(path, {"op": "mcp_status"}, timeout_s=CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError, ValueError, DaemonGone):
+        return None
+    if event is None or event.get("ev") != "mcp_status" or not isinstance(event.get("servers"), list):
+        return None
+    return list(event["servers"])
 
 
 class RemoteInbound:

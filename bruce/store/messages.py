@@ -154,6 +154,12 @@ class MessageStore:
         row = await self._db.row("SELECT MAX(id) AS id FROM messages WHERE conversation_id = ?", (conversation_id,))
         return int(row["id"]) if row and row["id"] is not None else 0
 
+    async def latest_conversation(self) -> str | None:
+        """The conversation the owner wrote in last (outside the console), if any."""
+        row = await self._db.row("SELECT conversation_id FROM messages WHERE direction = 'in'"
+                                 " AND conversation_id NOT LIKE 'console:%' ORDER BY id DESC LIMIT 1")
+        return str(row["conversation_id"]) if row else None
+
     async def max_id(self) -> int:
         row = await self._db.row("SELECT MAX(id) AS id FROM messages")
         return int(row["id"]) if row and row["id"] is not None else 0

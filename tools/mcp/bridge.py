@@ -100,6 +100,7 @@ class ServerLink:
         self._client: Any = None
         self._broken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self._life: Any = None  # anyio.CancelScope around the supervisor, cancelled by stop()
         self._errlog: TextIO | None = None
         self._log = log.bind(server=name)
@@ -119,6 +120,7 @@ class ServerLink:
         """End the link through anyio's cancellation, which the SDK's clean-up is shielded from
         (a native ``task.cancel()`` can cut that clean-up short and leave a stdio server running)."""
         if self._task is not None:
+            self._stopping = True
             self._life.cancel()
             done, _ = await asyncio.wait({self._task}, timeout=10)
             if not done:  # the clean-up itself hangs: the last resort
@@ -265,7 +267,9 @@ class ServerLink:
         self._log.info("mcp.connected", transport=self.transport, tools=sorted(self._listed))
 
     def _down(self, reason: str) -> None:
-        if self.state == ServerState.READY:
+        if self._stopping:
+            self._log.info("mcp.closed")
+        elif self.state == ServerState.READY:
             self._log.warning("mcp.disconnected", error=reason)
         elif self.attempts <= 1 or self.last_error != reason:
             self._log.warning("mcp.unavailable", error=reason, attempt=self.attempts)
