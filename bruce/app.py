@@ -457,7 +457,8 @@ async def connect_mcp(config: Config, registry: ToolRegistry, clock: Clock) -> M
     from tools.mcp.bridge import MCPBridge
 
     # a stdio server's stderr goes to <data>/mcp/<name>.log
-    bridge = MCPBridge(config.mcp_servers, registry, clock=clock, log_dir=config.storage.path.parent / "mcp")
+    bridge = MCPBridge(config.mcp_servers, registry, clock=clock, log_dir=config.storage.path.parent / "mcp",
+                       zone=config.assistant.timezone)
     try:
         await bridge.start()
     except BaseException:

@@ -212,3 +212,61 @@ async def test_an_http_server_is_reached_by_streamable_http_or_falls_back_to_sse
     finally:
         proc.terminate()
         await proc.wait()
+
+
+def shipped_calendar(db: Path) -> dict[str, Any]:
+    """The calendar server exactly as config.yml enables it, with its database under tmp_path."""
+    from bruce.config import load_config
+
+    calendar = load_config(ROOT / "config.yml", environ={}).mcp_servers["calendar"]
+    args = list(calendar.args)
+    args[args.index("--db") + 1] = str(db)
+    return {"command": calendar.command, "args": args, "cwd": str(calendar.cwd), "risk": calendar.risk,
+            "tool_risk": dict(calendar.tool_risk), "connect_timeout_s": max(calendar.connect_timeout_s, SLOW_START_S)}
+
+
+async def test_the_calendar_example_proposes_then_creates_with_approval_then_lists(
+        app_factory, channel, fake_llm, tmp_path):
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    db = tmp_path / "calendar.db"
+    app = await app_factory(mcp_servers={"calendar": shipped_calendar(db)})
+    tools = {t.contract.name: t for t in app.registry.tools() if t.contract.server == "calendar"}
+    assert set(tools) == {"mcp.calendar.free_busy", "mcp.calendar.list_upcoming", "mcp.calendar.propose_events",
+                          "mcp.calendar.create_events"}
+    assert [n for n, t in tools.items() if t.policy.needs_confirmation] == ["mcp.calendar.create_events"]
+    tomorrow = (datetime.now(ZoneInfo("America/Sao_Paulo")) + timedelta(days=1)).date()
+    lunch = {"title": "Lunch with Ana", "start": f"{tomorrow}T12:30:00", "duration_minutes": 60}
+
+    fake_llm.add(Step.tool_calls(("mcp_calendar_propose_events", {"events": [lunch]})),
+                 Step.text("I can put Lunch with Ana tomorrow 12:30-13:30. Shall I?"))
+    await say(app, "book lunch with Ana tomorrow at 12:30")
+    (proposal,) = tool_feedback(fake_llm.requests[1])
+    assert proposal["ok"] is True and "Lunch with Ana" in proposal["result"]["content"]
+    listed = await app.mcp.links["calendar"].call("calendar.list_upcoming", {})
+    assert "Lunch with Ana" not in listed["content"]  # a proposal writes nothing
+
+    fake_llm.add(Step.tool_calls(("mcp_calendar_create_events", {"events": [lunch]})),
+                 Step.text("I asked for your approval to add it."))
+    await say(app, "yes")
+    ((_, request),) = channel.confirmations
+    assert request.tool_name == "mcp.calendar.create_events"
+    listed = await app.mcp.links["calendar"].call("calendar.list_upcoming", {})
+    assert "Lunch with Ana" not in listed["content"]  # waiting for the yes: nothing written
+
+    fake_llm.add(Step.text("Lunch with Ana is in your calendar."))
+    await say(app, f"/approve {request.id}")
+    fake_llm.add(Step.tool_calls(("mcp_calendar_list_upcoming", {})), Step.text("Tomorrow: Lunch with Ana at 12:30."))
+    await say(app, "what is coming up?")
+    (upcoming,) = tool_feedback(fake_llm.requests[-1])
+    assert "Lunch with Ana" in upcoming["result"]["content"]
+    assert f"{tomorrow}T12:30" in upcoming["result"]["content"]
+    assert channel.texts()[-1] == "Tomorrow: Lunch with Ana at 12:30."
+    audit = await rows(app, "SELECT tool_name, status, source FROM tool_executions ORDER BY id")
+    assert [(a["tool_name"], a["status"], a["source"]) for a in audit] == [
+        ("mcp.calendar.propose_events", "ok", "chat"),
+        ("mcp.calendar.create_events", "awaiting_confirmation", "chat"),
+        ("mcp.calendar.create_events", "ok", "confirmation"),
+        ("mcp.calendar.list_upcoming", "ok", "chat"),
+    ]

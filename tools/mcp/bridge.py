@@ -82,8 +82,9 @@ class ServerLink:
     """One configured MCP server: its connection, its tools in the registry, its state."""
 
     def __init__(self, name: str, config: MCPServerConfig, registry: ToolRegistry, *, clock: Clock,
-                 log_dir: Path | None) -> None:
+                 log_dir: Path | None, zone: str = "UTC") -> None:
         self.name = name
+        self._zone = zone  # a stdio server's TZ (the assistant's), unless its env sets one
         self.config = config
         self._registry = registry
         self._clock = clock
@@ -193,8 +194,8 @@ class ServerLink:
             from mcp import StdioServerParameters
             from mcp.client.stdio import stdio_client
 
-            params = StdioServerParameters(command=_python(c.command), args=c.args,
-                                           env={k: v.get_secret_value() for k, v in c.env.items()},
+            env = {"TZ": self._zone, **{k: v.get_secret_value() for k, v in c.env.items()}}
+            params = StdioServerParameters(command=_python(c.command), args=c.args, env=env,
                                            cwd=str(c.cwd) if c.cwd else None)
 
             async def stdio() -> AbstractAsyncContextManager[Any]:
@@ -447,8 +448,8 @@ class MCPBridge:
     offered from the first turn, a dead one delays nothing beyond its bound."""
 
     def __init__(self, servers: Mapping[str, MCPServerConfig], registry: ToolRegistry, *, clock: Clock,
-                 log_dir: Path | None = None) -> None:
-        self.links = {name: ServerLink(name, cfg, registry, clock=clock, log_dir=log_dir)
+                 log_dir: Path | None = None, zone: str = "UTC") -> None:
+        self.links = {name: ServerLink(name, cfg, registry, clock=clock, log_dir=log_dir, zone=zone)
                       for name, cfg in servers.items()}
 
     async def start(self) -> None:
