@@ -333,7 +333,7 @@ def _mcp(config: Config, args: argparse.Namespace) -> int:
     """``bruce mcp``: logs go to stderr (stdout is the protocol for ``serve --transport stdio``)."""
     from bruce.mcp_cli import mcp_command
 
-    configure_logging(level="warning" if args.mcp_command == "status" else config.logging.level,
+    configure_logging(level="error" if args.mcp_command == "status" else config.logging.level,
                       fmt=config.logging.format, redactor=Redactor(config.secrets()))
     try:
         return asyncio.run(mcp_command(config, args))

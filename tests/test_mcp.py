@@ -67,6 +67,9 @@ async def test_an_unsafe_or_long_tool_name_gets_a_safe_wire_name_and_a_capped_de
     assert wire.startswith("mcp_fake_a_dotted-name_") and len(wire) <= 64 and wire.replace("_", "").replace("-", "").isalnum()
     assert len(tool.contract.description) <= 1024 and tool.contract.description.endswith("…")
     assert tool.contract.risk == "high" and tool.policy.needs_confirmation  # the server's default risk
+    (status,) = app.mcp.status()
+    assert status["skipped"] == {"dry": "its input has a dry_run field, which Bruce reserves"}
+    assert app.registry.get("mcp.fake.dry") is None
 
 
 async def test_a_server_that_never_answers_the_handshake_leaves_its_tools_out_and_the_others_in(
@@ -128,10 +131,10 @@ async def test_a_server_killed_mid_session_is_reported_then_restarted_and_its_to
     assert status["state"] == "unavailable" and status["last_error"]
 
     fake_llm.add(Step.tool_calls(("mcp_fake_echo", {"text": "still there?"})), Step.text("The server is down."))
-    await say(app, "echo something")
-    if link.state == "unavailable":  # the model was offered it before; the call says why it fails
-        (feedback,) = tool_feedback(fake_llm.requests[-1])
-        assert feedback["ok"] is False and "unavailable" in feedback["error"]
+    await say(app, "echo something")  # restarting takes seconds (the SDK's import): still down here
+    assert "mcp_fake_echo" not in offered(fake_llm.requests[-2])  # not offered while down...
+    (feedback,) = tool_feedback(fake_llm.requests[-1])  # ...and a model that calls it anyway is told why
+    assert feedback["status"] == "error" and feedback["error"].startswith("unavailable: the MCP server fake is unavailable")
 
     await until(lambda: link.state == "ready", timeout=SLOW_START_S * 2)
     second = await link.call("pid", {})
@@ -139,6 +142,31 @@ async def test_a_server_killed_mid_session_is_reported_then_restarted_and_its_to
     fake_llm.add(Step.text("ok"))
     await say(app, "again")
     assert "mcp_fake_echo" in offered(fake_llm.requests[-1])
+
+
+async def test_a_call_that_finds_the_process_dead_says_unavailable_and_the_server_is_restarted(
+        app_factory, fake_llm):
+    app = await app_factory(mcp_servers={"fake": stdio_server(tool_risk={"pid": "low", "echo": "low"},
+                                                              ping_interval_s=3600)})  # only the call can notice
+    link = app.mcp.links["fake"]
+    first_pid = (await link.call("pid", {}))["structured"]["result"]
+    os.kill(first_pid, signal.SIGKILL)
+    await until(lambda: not Path(f"/proc/{first_pid}").exists() or "zombie" in _proc_state(first_pid))
+    fake_llm.add(Step.tool_calls(("mcp_fake_echo", {"text": "hello?"})), Step.text("The calendar is down."))
+    await say(app, "echo hello")
+    (feedback,) = tool_feedback(fake_llm.requests[-1])
+    assert feedback["error"].startswith("unavailable: the MCP server fake went away during the call")
+    (audit,) = await rows(app, "SELECT tool_name, status FROM tool_executions")
+    assert audit == {"tool_name": "mcp.fake.echo", "status": "error"}
+    await until(lambda: link.state == "ready", timeout=SLOW_START_S * 2)
+    assert (await link.call("pid", {}))["structured"]["result"] != first_pid
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return "zombie"
 
 
 async def test_a_hanging_tool_times_out_and_is_audited_as_timeout(app_factory, fake_llm, channel):
@@ -180,6 +208,16 @@ async def test_a_tool_error_from_the_server_reaches_the_model_as_tool_error(app_
     await say(app, "try the failing tool")
     (feedback,) = tool_feedback(fake_llm.requests[1])
     assert feedback["status"] == "error" and feedback["error"].startswith("tool_error: the MCP server fake reported")
+
+
+async def test_a_hostile_server_cannot_flood_the_prompt_or_the_reply(app_factory, fake_llm):
+    app = await app_factory(mcp_servers={"fake": stdio_server("--many", "300", tool_risk={"big": "low"})})
+    (status,) = app.mcp.status()
+    assert len(status["tools"]) == 128  # the cap; the rest are listed as skipped, with the way out
+    assert sum("more than 128 tools" in why for why in status["skipped"].values()) > 100
+    big = await app.mcp.links["fake"].call("big", {})
+    assert len(big["content"]) < 16_100 and big["content"].endswith("more characters cut]")
+    assert big["structured"].startswith("[structured content of")
 
 
 async def test_enabled_and_disabled_tools_choose_what_is_offered(app_factory):

@@ -4,7 +4,8 @@
 
 Tools: ``echo``, ``add`` (structured), ``slow`` (sleeps), ``fail`` (a tool error), ``note``
 (appends to the file named by ``FAKE_MCP_NOTES``: a side effect a test can see), ``pid`` (so
-a test can kill the process), and ``a.dotted-name`` (a name that needs making safe).
+a test can kill the process), ``a.dotted-name`` (a name that needs making safe), ``big`` (a
+huge answer), ``dry`` (defines ``dry_run``), and with ``--many N`` N more.
 ``--hang``: accept the connection and never answer the handshake. ``--port-file``: the HTTP
 transports bind 127.0.0.1 on a free port and write it there.
 """
@@ -63,6 +64,21 @@ def dotted() -> str:
     return "dotted"
 
 
+@server.tool(description="A huge answer: 100 000 characters of text and of structured content.")
+def big() -> dict[str, str]:
+    return {"blob": "x" * 100_000}
+
+
+@server.tool(description="A tool that defines dry_run itself (Bruce reserves that name).")
+def dry(dry_run: bool) -> str:
+    return f"dry_run={dry_run}"
+
+
+def _many(count: int) -> None:
+    for i in range(count):
+        server.add_tool(lambda i=i: i, name=f"t{i:03d}", description=f"Tool number {i}.")
+
+
 def _bound_socket(port_file: str) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -93,7 +109,9 @@ def main() -> None:
     parser.add_argument("--transport", choices=("stdio", "http", "sse"), default="stdio")
     parser.add_argument("--port-file")
     parser.add_argument("--hang", action="store_true")
+    parser.add_argument("--many", type=int, default=0, help="add this many extra tools t000, t001...")
     args = parser.parse_args()
+    _many(args.many)
     if args.transport == "stdio":
         if args.hang:
             while True:  # read the handshake and never answer it

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import structlog
 from jsonschema import Draft202012Validator
@@ -37,7 +37,9 @@ __all__ = ["MCPBridge", "ServerLink", "ServerState"]
 log = structlog.get_logger(__name__)
 
 MAX_SCHEMA_CHARS = 20_000  # a server's input schema goes into every prompt; a huge one is refused
-MAX_OUTPUT_CHARS = 16_000
+MAX_OUTPUT_CHARS = 16_000  # a result's text, and its structured content as JSON
+MAX_TOOLS = 128  # per server: a server listing thousands would fill every prompt
+MAX_NAME = 128  # the MCP spec's longest tool name
 FIRST_BACKOFF_S = 0.5
 FAILURE_MODES = ("unavailable", "timeout", "tool_error", "protocol_error")
 
@@ -304,9 +306,15 @@ class ServerLink:
         self.skipped = {}
         for tool in listing:
             remote = str(tool.name)
+            if not remote or len(remote) > MAX_NAME:
+                self.skipped[remote[:MAX_NAME] + "…"] = f"its name is empty or longer than {MAX_NAME} characters"
+                continue
             name = names.contract_name(self.name, remote, remotes)
             if not self._wanted(remote, name):
                 self.skipped[remote] = "left out by enabled_tools / disabled_tools"
+                continue
+            if len(listed) >= MAX_TOOLS:
+                self.skipped[remote] = f"the server lists more than {MAX_TOOLS} tools; use enabled_tools to choose"
                 continue
             try:
                 contract = self._contract(tool, name)
@@ -319,6 +327,19 @@ class ServerLink:
             listed[remote] = _Listed(remote, contract)
             self._registered.add(contract.name)
         self._listed = listed
+        self._unknown_names(remotes)
+
+    def _unknown_names(self, remotes: list[str]) -> None:
+        """A tool_risk, enabled_tools or disabled_tools entry that names no tool of the server is
+        probably a typo that leaves a risk at its default: say so."""
+        known = set(remotes) | {names.contract_name(self.name, r, remotes).removeprefix(f"mcp.{self.name}.")
+                                for r in remotes}
+        c = self.config
+        for key, entries in (("tool_risk", list(c.tool_risk)), ("enabled_tools", c.enabled_tools or []),
+                             ("disabled_tools", c.disabled_tools)):
+            unknown = sorted(set(entries) - known)
+            if unknown:
+                self._log.warning("mcp.unknown_tool_names", key=f"mcp_servers.{self.name}.{key}", names=unknown[:20])
 
     def _contract(self, tool: Any, name: str) -> ToolContract:
         schema = _input_schema(tool.input_schema)
@@ -355,6 +376,7 @@ class ServerLink:
     async def call(self, remote: str, arguments: Mapping[str, Any]) -> Any:
         import anyio
         from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
         from pydantic import ValidationError
 
         client = self._client
@@ -363,17 +385,23 @@ class ServerLink:
         try:
             result = await client.call_tool(remote, dict(arguments))
         except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:  # the process died, the stream ended: reconnect
+                return self._gone(exc)
             raise ToolFailed(f"the MCP server {self.name} refused the call: {str(exc)[:300]}",
                              code="protocol_error") from None
         except ValidationError:
             raise ToolFailed(f"the MCP server {self.name} sent an answer that is not valid MCP",
                              code="protocol_error") from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
-            self.last_error = f"went away during a call ({describe(exc)})"
-            self._broken.set()
-            raise ToolFailed(f"the MCP server {self.name} went away during the call ({describe(exc)})",
-                             code="unavailable") from None
+            return self._gone(exc)
         return _output(self.name, result)
+
+    def _gone(self, exc: BaseException) -> NoReturn:
+        """The connection broke under a call: the link reconnects; the call says so."""
+        self.last_error = f"went away during a call ({describe(exc)})"
+        self._broken.set()
+        raise ToolFailed(f"the MCP server {self.name} went away during the call ({describe(exc)}); "
+                         "Bruce is reconnecting to it", code="unavailable")
 
     # report -------------------------------------------------------------------------------
 
@@ -426,7 +454,9 @@ def _output(server: str, result: Any) -> Any:
         raise ToolFailed(f"the MCP server {server} reported an error: {text[:1000] or 'no details'}", code="tool_error")
     out: dict[str, Any] = {"content": text}
     if result.structured_content is not None:
-        out["structured"] = result.structured_content
+        size = len(json.dumps(result.structured_content, default=str))
+        out["structured"] = result.structured_content if size <= MAX_OUTPUT_CHARS else (
+            f"[structured content of {size} characters, not shown]")
     return out
 
 
