@@ -306,7 +306,11 @@ class App:
     async def _health(self) -> dict[str, Any]:
         scheduler = "off" if self.scheduler is None else "running" if self.scheduler.running else "standby"
         received = self.worker.health()
-        return {"scheduler": scheduler, "channels": {name: {"last_receive": received.get(name)} for name in self.channels}}
+        found: dict[str, Any] = {"scheduler": scheduler,
+                                 "channels": {name: {"last_receive": received.get(name)} for name in self.channels}}
+        if self.mcp is not None:
+            found["mcp"] = {s["server"]: s["state"] for s in self.mcp.status()}
+        return found
 
     async def stop(self) -> None:
         """Drain and close; calling it again does nothing."""

@@ -131,6 +131,23 @@ async def test_serve_over_http_binds_loopback_and_wants_the_admin_token(tmp_path
         await proc.wait()
 
 
+async def test_forbidden_disabled_and_step_up_tools_are_never_exposed_even_to_a_trusted_client(app_factory):
+    from dataclasses import replace
+
+    from tools.mcp.serve import exposed
+
+    app = await app_factory(tools={"overrides": {"web.search": {"enabled": False}}})
+    calc = app.registry.get("math.calculate").contract
+    app.registry.register(replace(calc, name="test.forbidden", risk="forbidden", autonomous=False, confirmation=True,
+                                  side_effects="deletes everything", step_up=True),
+                          lambda args, ctx: None)
+    for trusted in (False, True):
+        names = set(exposed(app.registry, trusted=trusted))
+        assert not names & {"test.forbidden", "web.search", "http.post"}  # http.post is critical: step-up
+        assert ("files.write" in names) is trusted
+        assert {"math.calculate", "clock.now", "proactive.create"} <= names
+
+
 def run_status(config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*BRUCE, "--config", str(config), "mcp", "status", *extra], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
