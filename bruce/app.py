@@ -32,6 +32,7 @@ from bruce.jobs import JobBook
 from bruce.limits import RateLimiter
 from bruce.llm import LLMService
 from bruce.log import Redactor
+from bruce.memory import Memory, MemorySettings
 from bruce.outbox import Outbox, OutboxSettings
 from bruce.recovery import Recovery
 from bruce.registry import ToolRegistry
@@ -202,11 +203,12 @@ async def _mcp_conversation(config: Config, store: Store) -> str | None:
     return chosen
 
 
-def tool_set(config: Config, store: Store | None, jobs: JobBook | None = None) -> list[tuple[ToolContract, ToolHandler]]:
+def tool_set(config: Config, store: Store | None, jobs: JobBook | None = None,
+             memory: Memory | None = None) -> list[tuple[ToolContract, ToolHandler]]:
     """The built-in tools. With ``store`` None only the contracts are usable (``bruce tools``)."""
     from tools.builtin import builtin_tools
 
-    return builtin_tools(config, store=store, jobs=jobs)
+    return builtin_tools(config, store=store, jobs=jobs, memory=memory)
 
 
 @dataclass
@@ -222,6 +224,7 @@ class App:
     scheduler: Scheduler | None = None  # None: scheduler.enabled is false
     admin: AdminServer | None = None  # serving once start_admin() ran (``bruce run``)
     mcp: MCPBridge | None = None  # the configured MCP servers (None: there are none)
+    memory: Memory | None = None  # long-term memory (bruce/memory.py)
     channels: dict[str, Channel] = field(default_factory=dict)
     _stopped: bool = field(default=False, init=False)
     _locks: list[TextIO] = field(default_factory=list, init=False)
@@ -323,6 +326,8 @@ class App:
             await self.worker.close(self.config.assistant.shutdown_timeout_s)
             if self.scheduler is not None:
                 await self.scheduler.wait_idle()
+            if self.memory is not None:
+                await self.memory.close()  # extractions in flight: a short drain, then cancelled whole
         finally:
             await self._close_rest()
 
@@ -361,14 +366,14 @@ def _access_rules(sections: Mapping[str, ChannelSection]) -> dict[str, AccessRul
 
 
 async def _registry(config: Config, store: Store, clock: Clock, redactor: Redactor,
-                    confirmations: Confirmations, jobs: JobBook) -> ToolRegistry:
+                    confirmations: Confirmations, jobs: JobBook, memory: Memory | None = None) -> ToolRegistry:
     registry = ToolRegistry(
         store=store, clock=clock, zone=config.assistant.zone, confirmations=confirmations,
         default_timeout_s=config.tools.timeout_s, audit_output_max_chars=config.tools.audit_output_max_chars,
         overrides=config.tools.overrides, redactor=redactor,
     )
     try:
-        registry.register_all(tool_set(config, store, jobs))
+        registry.register_all(tool_set(config, store, jobs, memory))
     except ContractError as exc:
         raise ConfigError(str(exc)) from None
     return registry
@@ -409,7 +414,13 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
     confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
     jobs = JobBook(store=store, clock=clock, zone=config.assistant.zone,
                    dedup_window_s=config.scheduler.dedup_window_s)
-    registry = await _registry(config, store, clock, redactor, confirmations, jobs)
+    m = config.memory
+    memory = Memory(store=store, llm=llm, clock=clock, settings=MemorySettings(
+        enabled=m.enabled, recent_limit=m.recent_limit, recent_days=m.recent_days, max_context_chars=m.max_context_chars,
+        summarize_after=m.summarize_after, archive_after_days=m.archive_after_days, max_concurrent=m.max_concurrent,
+        extract_after_s=m.extract_after_s,
+        model=m.model or config.llm.summary_model))
+    registry = await _registry(config, store, clock, redactor, confirmations, jobs, memory)
     channels = _configured_channels(config, clock)
     channels.update({c.name: c for c in extra_channels})
     a, c = config.assistant, config.channels
@@ -428,6 +439,7 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
                               artifacts_dir=config.tools.artifacts.dir),
     )
     conversations.budget = llm.budget
+    conversations.memory = memory
     recovery = Recovery(store=store, confirmations=confirmations, outbox=outbox, clock=clock, zone=a.zone,
                         served=channels.keys(), max_age_s=a.recovery_max_age_s)
     worker = Worker(
@@ -447,8 +459,9 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
                               settings=SchedulerSettings(misfire_grace_s=s.misfire_grace_s, max_failures=s.max_failures,
                                                          lock_path=Path(f"{config.storage.path}.scheduler.lock")))
         worker.on_jobs_changed = scheduler.sync
+    worker.on_answered = memory.after_message
     app = App(config=config, clock=clock, store=store, llm=llm, registry=registry, worker=worker, outbox=outbox,
-              jobs=jobs, scheduler=scheduler, channels=channels)
+              jobs=jobs, scheduler=scheduler, channels=channels, memory=memory)
     if config.mcp_servers:
         app.mcp = await connect_mcp(config, registry, clock)
         worker.on_mcp_status = app.mcp.status

@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("check", help="validate the config and exit")
-    from bruce import doctor, jobs_cli, mcp_cli, onboarding, pairing, usage
+    from bruce import doctor, jobs_cli, mcp_cli, memory_cli, onboarding, pairing, usage
 
     pairing.add_arguments(sub.add_parser("pairing", help="strangers asking to talk to Bruce: list, approve, deny, revoke"))
     usage.add_usage_arguments(sub.add_parser("usage", help="model calls, tokens and cost per day and model"))
@@ -72,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     jobs_cli.add_arguments(sub.add_parser("jobs", help="reminders and scheduled jobs: list, show, pause, resume, "
                                                        "cancel, run-now"))
 
+    memory_cli.add_arguments(sub.add_parser("memory", help="what Bruce remembers about you: list, export, forget"))
     mcp_cli.add_arguments(sub.add_parser("mcp", help="MCP: status of the configured servers; serve Bruce's tools"))
     onboarding.add_arguments(sub.add_parser("init", help="write a first config.yml and .env (asks, or --non-interactive)"))
     doctor.add_arguments(sub.add_parser("doctor", help="check that this setup is ready to start"))
@@ -308,11 +309,12 @@ def _decision_line(config: Config, confirmation_id: str, decision: LocalDecision
 def _store_command(config: Config, args: argparse.Namespace) -> int:
     """A command that reads or changes the database: pairing, jobs, usage, budget."""
     from bruce.jobs_cli import jobs_command
+    from bruce.memory_cli import memory_command
     from bruce.pairing import pairing_command
     from bruce.usage import budget_command, usage_command
 
     command = {"pairing": pairing_command, "jobs": jobs_command, "usage": usage_command,
-               "budget": budget_command}[args.command]
+               "budget": budget_command, "memory": memory_command}[args.command]
     try:
         return asyncio.run(command(config, args, (args.config or default_config_path()).resolve()))
     except BruceError as exc:
@@ -369,7 +371,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return 0
     if args.command == "tools":
         return _print_tools(config, getattr(args, "name", None))
-    if args.command in ("pairing", "jobs", "usage", "budget"):
+    if args.command in ("pairing", "jobs", "usage", "budget", "memory"):
         return _store_command(config, args)
     if args.command == "mcp":
         return _mcp(config, args)

@@ -1,4 +1,5 @@
-"""Chat commands that are control, not conversation: ``/approve ID``, ``/deny ID``, ``/new``, ``/jobs`` and ``/usage``.
+"""Chat commands that are control, not conversation: ``/approve ID``, ``/deny ID``, ``/new``, ``/jobs``,
+``/usage``, ``/memory`` (what Bruce remembers) and ``/forget ID`` (forget one fact).
 
 They are parsed here, in code, and never reach the model. A plain "yes" is only text: the
 model may not turn it into an approval, because a control signal must not travel in text
@@ -19,6 +20,8 @@ _DECISION = re.compile(r"^/(approve|deny)(?:@\w+)?(?:\s+([0-9a-fA-F]{8}))?\s*$")
 _NEW = re.compile(r"^/new(?:@\w+)?(?=\s|$)")
 _JOBS = re.compile(r"^/jobs(?:@\w+)?(?=\s|$)")
 _USAGE = re.compile(r"^/usage(?:@\w+)?(?=\s|$)")
+_MEMORY = re.compile(r"^/memory(?:@\w+)?(?=\s|$)")
+_FORGET = re.compile(r"^/forget(?:@\w+)?(?:\s+(\d{1,12}))?\s*$")
 
 
 class CommandName(StrEnum):
@@ -27,12 +30,14 @@ class CommandName(StrEnum):
     NEW = "new"
     JOBS = "jobs"
     USAGE = "usage"
+    MEMORY = "memory"
+    FORGET = "forget"
 
 
 @dataclass(frozen=True, slots=True)
 class Command:
     name: CommandName
-    confirmation_id: str | None  # None: the id is missing or malformed (and for /new, /jobs)
+    confirmation_id: str | None  # None: the id is missing or malformed (and for /new, /jobs); /forget: the fact id
 
 
 def parse_command(text: str) -> Command | None:
@@ -46,6 +51,11 @@ def parse_command(text: str) -> Command | None:
         return Command(CommandName.JOBS, None)
     if _USAGE.match(stripped) is not None:
         return Command(CommandName.USAGE, None)
+    if _MEMORY.match(stripped) is not None:
+        return Command(CommandName.MEMORY, None)
+    if stripped.startswith("/forget") and (stripped == "/forget" or not stripped[7:8].isalpha()):
+        match = _FORGET.match(stripped)  # a malformed /forget still is one: its usage is shown
+        return Command(CommandName.FORGET, match.group(1) if match and match.group(1) else None)
     if _NEW.match(stripped) is None:  # "/newsletter" is text
         return None
     return Command(CommandName.NEW, None)

@@ -440,6 +440,20 @@ class MCPServerConfig(_Model):
         return self
 
 
+class MemoryConfig(_Model):
+    """Long-term memory (docs/memory.md): facts about the owner, kept across sessions."""
+
+    enabled: bool = True  # false: nothing new is remembered (extraction, summaries, memory.remember off)
+    recent_limit: int = Field(20, ge=0, le=200)  # facts in each prompt's <memory>, newest first
+    recent_days: int = Field(30, ge=1, le=3650)  # ...seen within this many days
+    max_context_chars: int = Field(4000, ge=200, le=100_000)  # the <memory> part's ceiling
+    summarize_after: int = Field(5, ge=1, le=1000)  # new facts since the last summary that trigger the next
+    archive_after_days: int = Field(30, ge=1, le=3650)  # summarized facts older than this leave the read path
+    max_concurrent: int = Field(2, ge=1, le=32)  # background extractions at once (one per conversation)
+    extract_after_s: float = Field(2.0, ge=0, le=3600)  # extraction waits for the conversation to pause this long
+    model: str | None = None  # null: llm.summary_model, else the chat model
+
+
 class MCPServeConfig(_Model):
     """``bruce mcp serve``: Bruce's own tools for another MCP client."""
 
@@ -460,6 +474,7 @@ class Config(_Model):
     console: ConsoleConfig = ConsoleConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
     limits: LimitsConfig = LimitsConfig()
+    memory: MemoryConfig = MemoryConfig()
     mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=dict)
     mcp_serve: MCPServeConfig = MCPServeConfig()
 

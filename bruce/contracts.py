@@ -70,6 +70,9 @@ class ToolContract:
     cache_ttl_s: float = 0.0  # >0: a repeated call with the same arguments within this is answered from memory
     guideline: str = ""  # how to use it well, for the prompt's tool guidelines while it is offered
     server: str | None = None  # the MCP server a remote tool comes from (None: built in)
+    confirm_if: tuple[str, ...] = ()  # arguments whose presence makes a call need the user's yes
+    confirm_after_untrusted: bool = False  # needs the user's yes once untrusted text entered the turn
+    untrusted_output: bool = False  # its output is text Bruce does not control (a web page, an MCP result)
     wire: str = ""  # the name the model sees, when it is not simply the name with '_' (MCP tools)
 
     @property
@@ -94,7 +97,8 @@ def contract_from_dict(data: dict[str, Any]) -> ToolContract:
     unknown or ill-typed field at once. Every field must be stated; only ``timeout_s``,
     ``guideline``, ``cache_ttl_s``, ``server``, ``wire`` (and ``idempotency_window_s`` for a tool that is not idempotent) may be left out."""
     known = {f.name: f for f in fields(ToolContract)}
-    optional = {"timeout_s", "guideline", "cache_ttl_s", "server", "wire"} | ({"idempotency_window_s"} if data.get("idempotent") is False else set())
+    optional = {"timeout_s", "guideline", "cache_ttl_s", "server", "wire", "confirm_if", "confirm_after_untrusted",
+                "untrusted_output"} | ({"idempotency_window_s"} if data.get("idempotent") is False else set())
     problems = [f"missing field {name!r}" for name in known if name not in data and name not in optional]
     problems += [f"unknown field {name!r}" for name in data if name not in known]
     values = dict(data)
@@ -105,7 +109,7 @@ def contract_from_dict(data: dict[str, Any]) -> ToolContract:
             values["dry_run"] = DryRun(values["dry_run"])
     except ValueError as exc:
         problems.append(str(exc))
-    for name in ("permissions", "failure_modes"):
+    for name in ("permissions", "failure_modes", "confirm_if"):
         if isinstance(values.get(name), list):
             values[name] = tuple(values[name])
     for name in ("input_schema", "output_schema"):

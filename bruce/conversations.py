@@ -34,6 +34,7 @@ from bruce.contracts import ToolContract
 from bruce.errors import ChannelSendError, LLMError, LLMNotConfigured, StoreError
 from bruce.grounding import check_links, produced_urls
 from bruce.jobs import JobView
+from bruce.memory import Memory
 from bruce.outbox import Outbox
 from bruce.progress import Progress, showing
 from bruce.prompt import ScheduledRun, build_system_prompt
@@ -51,6 +52,7 @@ from bruce.texts import (
     decision_text,
     interrupted_by_shutdown,
     jobs_listing,
+    memory_listing,
     new_session,
     proactive_failed,
     skipped_note,
@@ -115,6 +117,7 @@ class Conversations:
         self._outbox = outbox
         self._locks: dict[str, asyncio.Lock] = {}
         self.budget: Budget | None = None  # the daily LLM budget (app wiring); None: no limit
+        self.memory: Memory | None = None  # long-term memory's read path (app wiring)
 
     def lock(self, conversation_id: str) -> asyncio.Lock:
         """One turn at a time per conversation."""
@@ -188,6 +191,20 @@ class Conversations:
         await self._ensure(conversation_id)
         return await self._outbox.post(conversation_id, text)
 
+    async def _memory_command(self, command: Command) -> str:
+        if self.memory is None:
+            return "Long-term memory is not available here."
+        if command.name is CommandName.MEMORY:
+            return memory_listing(await self._store.memory.facts(include_archived=False),
+                                  await self._store.memory.latest_summary())
+        if command.confirmation_id is None:
+            return "Usage: /forget ID (the number /memory shows before a fact)."
+        fact = await self.memory.fact(int(command.confirmation_id))
+        if fact is None:
+            return f"There is no fact {command.confirmation_id} in memory; /memory lists them."
+        await self.memory.forget([fact.id])
+        return f"Forgotten: {fact.content}"
+
     async def handle_command(self, inbound: StoredMessage, command: Command, sender_id: str | None) -> None:
         """A typed ``/approve ID``, ``/deny ID``, ``/new`` or ``/jobs`` (the caller holds the conversation's lock)."""
         cid = inbound.conversation_id
@@ -197,6 +214,10 @@ class Conversations:
         if command.name is CommandName.USAGE:
             rows, hits = await usage_by_day(self._store, self._clock, self._settings.zone, days=7)
             await self._outbox.post(cid, usage_text(rows, hits, 7), kind=MessageKind.NOTICE, inbound_id=inbound.id)
+            return
+        if command.name in (CommandName.MEMORY, CommandName.FORGET):
+            await self._outbox.post(cid, await self._memory_command(command), kind=MessageKind.NOTICE,
+                                    inbound_id=inbound.id)
             return
         if command.name is CommandName.JOBS:
             listing = jobs_listing([JobView(job).line() for job in await self._store.jobs.for_conversation(cid)])
@@ -320,6 +341,7 @@ class Conversations:
             system_prompt=s.system_prompt, name=s.name, summary=summary.summary if summary else None,
             now=self._clock.now(), zone=s.zone, previous_message_at=parse_iso(previous) if previous else None,
             tools=self._registry.offered(scope), scheduled=scope.scheduled,
+            memory=await self.memory.context() if self.memory is not None else "",
         )
         history: list[dict[str, Any]] = list(await self.history(cid, inbound.id if inbound else None))
         if prompt is not None:

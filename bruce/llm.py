@@ -323,7 +323,7 @@ class LLMService:
         hint = self.missing_configuration()
         if hint:
             raise LLMNotConfigured(hint)
-        if scope.source is TurnSource.SUMMARY and self.budget is not None \
+        if scope.source in (TurnSource.SUMMARY, TurnSource.MEMORY) and self.budget is not None \
                 and await self.budget.reached(BACKGROUND_STOP_AT) is not None:
             log.info("llm.background_over_budget")
             raise OverBudget("the day's LLM budget is 90% spent: background calls wait for tomorrow")

@@ -3,12 +3,13 @@ joins them. Time comes in as an argument (from the injected clock), never from t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from bruce.contracts import ToolContract
+from bruce.store.memory import Fact, MemorySummary
 
 __all__ = [
     "base_layer",
@@ -27,13 +28,45 @@ def base_layer(system_prompt: str, *, name: str) -> str:
     return system_prompt.replace("{name}", name).strip()
 
 
-def conversation_context(summary: str | None) -> str:
+def conversation_context(summary: str | None, memory: str = "") -> str:
+    """The session summary, and ``memory`` (the ``<memory>`` part, from ``memory_part``) when there is any."""
     body = (
         f"Summary of the earlier part of this conversation:\n{summary.strip()}"
         if summary and summary.strip()
         else "No earlier conversation has been summarized yet."
     )
+    if memory:
+        body = f"{body}\n{memory}"
     return f"<conversation_context>\n{body}\n</conversation_context>"
+
+
+def memory_part(facts: Sequence[Fact], summary: MemorySummary | None, *, max_chars: int) -> str:
+    """Long-term memory for the prompt: the latest memory summary with its period, then the recent
+    facts (given newest first), each tagged with its type and the day it was last seen. At most
+    ``max_chars`` characters: facts that do not fit are left out, newest kept; "" when there is nothing."""
+    if not facts and summary is None:
+        return ""
+    head, tail = "<memory>", "</memory>"
+    parts: list[str] = []
+    if summary is not None:
+        text = summary.content.strip()
+        room = max_chars - len(head) - len(tail) - 80
+        if len(text) > room:
+            text = text[: max(room - 1, 0)] + "…"
+        parts.append(f"Summary ({summary.period_start[:10]} to {summary.period_end[:10]}): {text}")
+    used = len(head) + len(tail) + sum(len(p) + 1 for p in parts) + len("Recent facts, newest first:") + 1
+    lines = []
+    for fact in facts:
+        line = f"- [{fact.type}] {fact.content} ({fact.last_seen_at[:10]})"
+        if used + len(line) + 1 > max_chars:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    if lines:
+        parts.append("Recent facts, newest first:\n" + "\n".join(lines))
+    if not parts:
+        return ""
+    return "\n".join([head, *parts, tail])
 
 
 def describe_gap(gap: timedelta) -> str:
@@ -137,12 +170,13 @@ def build_system_prompt(
     previous_message_at: datetime | None,
     tools: Iterable[ToolContract],
     scheduled: ScheduledRun | None = None,
+    memory: str = "",
 ) -> str:
     """The whole system prompt; ``tools``: the contracts the model is offered this turn;
     ``scheduled``: this turn is a proactive job's run, not an answer to a message."""
     layers = [
         base_layer(system_prompt, name=name),
-        conversation_context(summary),
+        conversation_context(summary, memory),
         temporal_context(now, zone, previous_message_at),
         tool_execution_guidelines(tools),
     ]

@@ -317,10 +317,11 @@ class ToolRegistry:
         except ToolInputInvalid as exc:
             result = ToolResult(call.id, call.name, ToolStatus.INVALID_ARGS, error=str(exc))
             return await self._audit(call, scope, tool, call.arguments, result, started)
-        if tool.policy.needs_confirmation and scope.confirmed_by_caller and not tool.policy.step_up:
+        needs = tool.policy.needs_confirmation or self._asks_this_time(tool.contract, arguments, scope)
+        if needs and scope.confirmed_by_caller and not tool.policy.step_up:
             result, key = await self._run_once(call, tool, arguments, scope)  # a trusted MCP client asked its user
             return await self._audit(call, scope, tool, arguments, result, started, key=key)
-        if tool.policy.needs_confirmation and scope.unattended:
+        if needs and scope.unattended:
             result = ToolResult(call.id, call.name, ToolStatus.SKIPPED, error=SKIPPED_MESSAGE)
             return await self._audit(call, scope, tool, arguments, result, started)
         if arguments.pop("dry_run", False) is True:  # only tools with dry-run support get this far
@@ -329,13 +330,26 @@ class ToolRegistry:
                 result = ToolResult(call.id, call.name, ToolStatus.OK,
                                     output={"dry_run": True, "preview": result.output})
             return await self._audit(call, scope, tool, {**arguments, "dry_run": True}, result, started)
-        if tool.policy.needs_confirmation:
+        if needs:
             result = await self._park(call, tool, arguments, scope)
             return await self._audit(call, scope, tool, arguments, result, started)
         if tool.contract.cache_ttl_s > 0:
             return await self._cached(call, tool, arguments, scope, started)
         result, key = await self._run_once(call, tool, arguments, scope)
         return await self._audit(call, scope, tool, arguments, result, started, key=key)
+
+    def _asks_this_time(self, contract: ToolContract, arguments: dict[str, Any], scope: TurnScope) -> bool:
+        """A tool that needs the user's yes for this call only: an argument its contract names
+        (``memory.forget`` by query), or untrusted text already in the turn (``memory.remember``
+        after a web page was read, so a page cannot plant a memory)."""
+        if any(name in arguments for name in contract.confirm_if):
+            return True
+        if contract.confirm_after_untrusted:
+            for result in scope.results:
+                earlier = self.get(result.name)
+                if earlier is not None and earlier.contract.untrusted_output:
+                    return True
+        return False
 
     async def _cached(self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope,
                       started: float) -> ToolResult:
@@ -492,7 +506,7 @@ class ToolRegistry:
             status=audit_status or result.status,
             error=self._redactor.text(result.error) if result.error else None,
             latency_ms=latency_ms,
-            source=scope.source if scope.source is not TurnSource.SUMMARY else TurnSource.CHAT,
+            source=scope.source if scope.source not in (TurnSource.SUMMARY, TurnSource.MEMORY) else TurnSource.CHAT,
             idempotency_key=key,
             server=tool.contract.server if tool else None,
         )

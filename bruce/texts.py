@@ -150,6 +150,20 @@ def jobs_listing(lines: list[str]) -> str:
     return "Scheduled jobs in this conversation:\n" + "\n".join(f"- {line}" for line in lines)
 
 
+def memory_listing(facts: list[Any], summary: Any | None, *, limit: int = 50) -> str:
+    """``/memory``: what Bruce remembers (active facts, newest first), and how to forget one."""
+    if not facts and summary is None:
+        return "I don't remember anything about you yet."
+    lines = ["What I remember (forget one with /forget ID):"]
+    for fact in sorted(facts, key=lambda f: f.last_seen_at, reverse=True)[:limit]:
+        lines.append(f"{fact.id}. [{fact.type}] {fact.content}")
+    if len(facts) > limit:
+        lines.append(f"…and {len(facts) - limit} more (`bruce memory list` on the machine shows them all).")
+    if summary is not None:
+        lines.append(f"Summary ({summary.period_start[:10]} to {summary.period_end[:10]}): {summary.content}")
+    return "\n".join(lines)
+
+
 def command_usage(name: str) -> str:
     return f"Usage: /{name} ID, with the 8-character id shown in the request."
 

@@ -71,6 +71,15 @@ class TurnSource(StrEnum):
     CONFIRMATION = "confirmation"
     SUMMARY = "summary"
     MCP = "mcp"  # an MCP client's call through ``bruce mcp serve`` (tool executions only; no turn)
+    MEMORY = "memory"  # a long-term memory extraction or summary (its model call; no tools)
+
+
+class FactType(StrEnum):
+    PREFERENCE = "preference"
+    FACT = "fact"
+    PROJECT = "project"
+    PROGRESS = "progress"
+    INSIGHT = "insight"
 
 
 class JobStatus(StrEnum):

@@ -64,6 +64,7 @@ class Worker:
         self._zone = zone or ZoneInfo("UTC")
         self.on_jobs_changed: Callable[[], Awaitable[None]] = _nothing  # the scheduler's sync (app wiring)
         self.on_mcp_status: Callable[[], list[dict[str, Any]]] = list  # the MCP bridge's status (app wiring)
+        self.on_answered: Callable[[str, int], None] = lambda cid, message_id: None  # memory's extraction (app wiring)
         self._store = store
         self._clock = clock
         self._llm = llm
@@ -239,6 +240,7 @@ class Worker:
             try:
                 async with self.conversations.lock(conversation_id):
                     await self._handle(message_id, sender_id, retry=attempt > 0)
+                self.on_answered(conversation_id, message_id)
                 break
             except StoreError as exc:
                 log.warning("worker.store_failed", conversation=conversation_id, message_id=message_id,

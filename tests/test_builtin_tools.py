@@ -65,7 +65,7 @@ async def test_every_builtin_contract_is_registered_and_consistent(app):
     from bruce.registry import check_contract
 
     names = {t.contract.name for t in app.registry.tools()}
-    assert names == {"artifact.save", "clock.now", "files.write", "http.post", "math.calculate",
+    assert names == {"artifact.save", "clock.now", "files.write", "http.post", "math.calculate", "memory.forget", "memory.remember", "memory.search",
                      "proactive.cancel", "proactive.create", "proactive.list", "proactive.update",
                      "web.read_url", "web.search"}
     for tool in app.registry.tools():

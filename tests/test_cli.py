@@ -24,6 +24,7 @@ def write_config(tmp_path: Path, llm: dict) -> Path:
         "llm": {"retry_backoff_s": 0, "timeout_s": 10, **llm},
         "storage": {"path": str(tmp_path / "bruce.db")},
         "admin": {"port": 0},  # any free port: a test never collides with a real daemon
+        "memory": {"enabled": False},  # no background extraction call between the scripted answers
     }))
     return path
 

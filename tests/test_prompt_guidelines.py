@@ -14,7 +14,8 @@ from tests.helpers import say
 from tests.test_registry import contract, nothing
 
 SCHEDULING = DOMAIN_GUIDELINES["proactive"]
-BUILTIN_NAMES = ["artifact.save", "clock.now", "files.write", "http.post", "math.calculate", "proactive.cancel",
+BUILTIN_NAMES = ["artifact.save", "clock.now", "files.write", "http.post", "math.calculate", "memory.forget",
+                 "memory.remember", "memory.search", "proactive.cancel",
                  "proactive.create", "proactive.list", "proactive.update", "web.read_url", "web.search"]
 NO_PROACTIVE = {"overrides": {name: {"enabled": False} for name in BUILTIN_NAMES if name.startswith("proactive.")}}
 
@@ -41,7 +42,8 @@ async def test_each_builtin_guideline_appears_once_in_name_order(app):
     offered = app.registry.offered()
     assert [c.name for c in offered] == BUILTIN_NAMES
     text = tool_execution_guidelines(offered)
-    guidelines = [c.guideline for c in offered if c.name not in ("proactive.list", "proactive.cancel")]
+    guidelines = [c.guideline for c in offered if c.name not in ("proactive.list", "proactive.cancel",
+                                                                  "memory.search", "memory.forget")]
     assert all(guidelines) and all(text.count(g) == 1 for g in guidelines)
     assert [text.index(g) for g in guidelines] == sorted(text.index(g) for g in guidelines)
     assert tool_execution_guidelines(reversed(offered)) == text  # the caller's order does not matter

@@ -146,7 +146,7 @@ def test_tools_command_lists_contracts_with_their_policy(capsys, tmp_path):
     config.write_text("tools: {overrides: {web.search: {enabled: false}}}\n")
     assert main(["--config", str(config), "tools"]) == 0
     lines = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
-    assert set(lines) == {"artifact.save", "clock.now", "files.write", "http.post", "math.calculate",
+    assert set(lines) == {"artifact.save", "clock.now", "files.write", "http.post", "math.calculate", "memory.forget", "memory.remember", "memory.search",
                           "proactive.cancel", "proactive.create", "proactive.list", "proactive.update",
                           "web.read_url", "web.search"}
     assert lines["http.post"][1:5] == ["critical", "true", "false", "local"]

@@ -5,12 +5,14 @@ from __future__ import annotations
 from bruce.config import Config
 from bruce.contracts import ToolContract, ToolHandler
 from bruce.jobs import JobBook
+from bruce.memory import Memory
 from bruce.store import Store
 from tools.artifacts import artifact_save_tool
 from tools.calculator import MATH_CALCULATE, math_calculate
 from tools.clock import CLOCK_NOW, clock_now
 from tools.files import files_write_tool
 from tools.http_post import http_post_tool
+from tools.memory_tools import memory_tools
 from tools.proactive import proactive_tools
 from tools.procworker import shutdown as shutdown_tools
 from tools.web_tools import web_tools
@@ -18,8 +20,8 @@ from tools.web_tools import web_tools
 __all__ = ["builtin_tools", "shutdown_tools"]
 
 
-def builtin_tools(config: Config, *, store: Store | None,
-                  jobs: JobBook | None = None) -> list[tuple[ToolContract, ToolHandler]]:
+def builtin_tools(config: Config, *, store: Store | None, jobs: JobBook | None = None,
+                  memory: Memory | None = None) -> list[tuple[ToolContract, ToolHandler]]:
     """Every built-in tool. ``store`` and ``jobs`` may be None when only the contracts are wanted
     (``bruce tools``); the artifact and proactive tools then cannot run."""
     t = config.tools
@@ -32,4 +34,5 @@ def builtin_tools(config: Config, *, store: Store | None,
         files_write_tool(notes_dir=t.files.notes_dir, max_bytes=t.files.max_bytes),
         http_post_tool(allowed_urls=t.http_post.allowed_urls, timeout_s=t.http_post.timeout_s),
         *proactive_tools(jobs),
+        *memory_tools(memory),
     ]

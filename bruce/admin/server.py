@@ -5,6 +5,8 @@ Pages: ``/login``, ``/logs`` (tool executions, newest first, filters, cursor pag
 filters: ``tool``, ``status``, ``conversation``, ``source``, ``since``, ``until``, ``limit``,
 ``cursor``; answer ``{"items": [...], "next_cursor": ...}``) and ``/api/tool-executions/ID``.
 ``GET /healthz`` needs no token. A bad filter is a 400 naming it, never a 500.
+``/memory`` lists long-term memory (``GET /api/memory``); one fact or all of it can be forgotten
+(``POST /api/memory/ID/forget``, ``POST /api/memory/forget-all``, and the page's forms).
 """
 
 from __future__ import annotations
@@ -123,6 +125,12 @@ class AdminServer:
         app.router.add_get("/api/pairing", self._api_pairing)
         app.router.add_post("/api/pairing/{code}/{action}", self._api_pairing_decide)
         app.router.add_post("/pairing/{code}/{action}", self._pairing_form)
+        app.router.add_get("/memory", self._memory_page)
+        app.router.add_get("/api/memory", self._api_memory)
+        app.router.add_post("/api/memory/forget-all", self._api_memory_forget_all)
+        app.router.add_post("/api/memory/{id}/forget", self._api_memory_forget)
+        app.router.add_post("/memory/forget-all", self._memory_forget_all_form)
+        app.router.add_post("/memory/{id}/forget", self._memory_forget_form)
         app.router.add_get("/artifacts", self._artifacts_page)
         app.router.add_get("/artifacts/{id}/{filename}", self._artifact_file)
         app.router.add_get("/chat", self._chat_page)
@@ -445,6 +453,62 @@ class AdminServer:
 
     async def _pairing_page(self, request: web.Request) -> web.Response:
         return self._page("pairing.html", request=request, requests=await self._pending(), error=None)
+
+    # long-term memory -----------------------------------------------------------------------
+
+    async def _memory(self) -> dict[str, Any]:
+        """Facts (active and archived) and summaries, newest first (facts by when last seen)."""
+        facts = sorted(await self._store.memory.facts(include_archived=True),
+                       key=lambda f: (f.last_seen_at, f.id), reverse=True)
+        summaries = sorted(await self._store.memory.summaries(), key=lambda s: s.id, reverse=True)
+        return {"facts": [f.as_dict() for f in facts], "summaries": [s.as_dict() for s in summaries]}
+
+    async def _forget_fact(self, request: web.Request) -> tuple[int, dict[str, Any]]:
+        """Forget one fact for good (``MemoryStore.forget``: its row, its search entry, the
+        summaries that covered it)."""
+        raw = request.match_info["id"]
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 18 or int(raw) < 1:
+            return 400, {"error": f"id: {raw[:20]!r} is not a memory fact's id (a positive whole number)"}
+        fact_id = int(raw)
+        if await self._store.memory.get(fact_id) is None:
+            return 404, {"error": f"no memory fact {fact_id}"}
+        count = await self._store.memory.forget([fact_id])
+        log.info("admin.memory_forgotten", fact=fact_id, count=count)
+        return 200, {"id": fact_id, "forgotten": count}
+
+    async def _forget_all(self) -> dict[str, Any]:
+        count = await self._store.memory.forget_all()
+        log.info("admin.memory_forgotten_all", count=count)
+        return {"forgotten": count}
+
+    async def _api_memory(self, request: web.Request) -> web.Response:
+        return web.json_response(await self._memory())
+
+    async def _api_memory_forget(self, request: web.Request) -> web.Response:
+        status, body = await self._forget_fact(request)
+        return web.json_response(body, status=status)
+
+    async def _api_memory_forget_all(self, request: web.Request) -> web.Response:
+        return web.json_response(await self._forget_all())
+
+    async def _memory_forget_form(self, request: web.Request) -> web.Response:
+        status, body = await self._forget_fact(request)
+        if status != 200:
+            return self._page("memory.html", request=request, **await self._memory(), error=body["error"],
+                              status=status)
+        return _redirect("/memory")
+
+    async def _memory_forget_all_form(self, request: web.Request) -> web.Response:
+        """The page's button needs its box ticked too: one stray click never wipes the memory."""
+        form = await request.post()
+        if form.get("confirm") != "yes":
+            return self._page("memory.html", request=request, **await self._memory(),
+                              error="confirm: tick the box to forget everything", status=400)
+        await self._forget_all()
+        return _redirect("/memory")
+
+    async def _memory_page(self, request: web.Request) -> web.Response:
+        return self._page("memory.html", request=request, **await self._memory(), error=None)
 
     # artifacts ------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from bruce.store.audit import AuditStore
 from bruce.store.confirmations import ConfirmationStore
 from bruce.store.database import Database
 from bruce.store.jobs import JobRecord, JobRunRecord, JobStore
+from bruce.store.memory import MemoryStore
 from bruce.store.messages import MessageStore
 from bruce.store.pairing import PairingStore
 from bruce.store.records import (
@@ -53,6 +54,7 @@ class Store:
         self.pairing = PairingStore(database)
         self.jobs = JobStore(database)
         self.usage = UsageStore(database)
+        self.memory = MemoryStore(database)
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock, *, busy_timeout_ms: int = 5000, create: bool = True) -> Store:

@@ -154,6 +154,12 @@ class MessageStore:
         row = await self._db.row("SELECT MAX(id) AS id FROM messages WHERE conversation_id = ?", (conversation_id,))
         return int(row["id"]) if row and row["id"] is not None else 0
 
+    async def turn_of(self, message_id: int) -> str | None:
+        """The chat turn that answered an inbound message (the latest, after a retry)."""
+        row = await self._db.row("SELECT id FROM turns WHERE inbound_message_id = ? ORDER BY started_at DESC LIMIT 1",
+                                 (message_id,))
+        return str(row["id"]) if row else None
+
     async def latest_conversation(self) -> str | None:
         """The conversation the owner wrote in last (outside the console), if any."""
         row = await self._db.row("SELECT conversation_id FROM messages WHERE direction = 'in'"

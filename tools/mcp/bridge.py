@@ -365,6 +365,7 @@ class ServerLink:
             timeout_s=self.config.timeout_s,
             permissions=(f"mcp:{self.name}",),
             server=self.name,
+            untrusted_output=True,
             wire=existing.contract.wire_name if existing is not None else names.wire_name(self.name, short, taken=taken),
         )
 

@@ -61,8 +61,10 @@ def build_server(registry: ToolRegistry, *, trusted: bool, conversation_id: str 
             return _result({"ok": False, "status": "unknown_tool",
                             "error": f"Bruce offers no tool {params.name[:80]!r} here; list_tools shows what it offers"},
                            error=True)
+        # untrusted: nobody here can approve, so a call that needs a yes this time (memory.forget by
+        # query) is skipped, never parked; trusted: the client asked its own user
         scope = TurnScope(turn_id="", conversation_id=conversation_id or "", user_id=None, source=TurnSource.MCP,
-                          confirmed_by_caller=trusted)
+                          confirmed_by_caller=trusted, unattended=not trusted)
         call = ToolCall(id=f"mcp:{uuid.uuid4().hex[:12]}", name=tool.contract.wire_name,
                         arguments=json.dumps(params.arguments or {}, ensure_ascii=False, default=str))
         result = await registry.execute(call, scope)

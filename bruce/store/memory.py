@@ -1,0 +1,200 @@
+"""Long-term memory rows: ``memory_facts``, ``memory_summaries`` and their FTS5 index
+``memory_fts`` (kept in step in the same transaction, so a forgotten fact is gone from search
+too). Separate from the conversation history and its session summaries on purpose."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+from bruce.store.database import Database
+from bruce.values import FactType
+
+__all__ = ["MemoryStore", "Fact", "MemorySummary", "normalized"]
+
+
+def normalized(text: str) -> str:
+    """What makes two facts "the same": case, accents of spacing and punctuation aside."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(re.findall(r"\w+", folded))
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    id: int
+    type: FactType
+    content: str
+    confidence: float
+    status: str
+    origin: str
+    conversation_id: str | None
+    source_turn_id: str | None
+    created_at: str
+    last_seen_at: str
+    summarized_in: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "type": str(self.type), "content": self.content, "confidence": self.confidence,
+                "status": self.status, "origin": self.origin, "conversation_id": self.conversation_id,
+                "source_turn_id": self.source_turn_id, "created_at": self.created_at,
+                "last_seen_at": self.last_seen_at, "summarized_in": self.summarized_in}
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySummary:
+    id: int
+    content: str
+    period_start: str
+    period_end: str
+    created_at: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "content": self.content, "period_start": self.period_start,
+                "period_end": self.period_end, "created_at": self.created_at}
+
+
+def _fact(row: Any) -> Fact:
+    return Fact(id=int(row["id"]), type=FactType(row["type"]), content=str(row["content"]),
+                confidence=float(row["confidence"]), status=str(row["status"]), origin=str(row["origin"]),
+                conversation_id=row["conversation_id"], source_turn_id=row["source_turn_id"],
+                created_at=str(row["created_at"]), last_seen_at=str(row["last_seen_at"]),
+                summarized_in=row["summarized_in"])
+
+
+def _summary(row: Any) -> MemorySummary:
+    return MemorySummary(id=int(row["id"]), content=str(row["content"]), period_start=str(row["period_start"]),
+                         period_end=str(row["period_end"]), created_at=str(row["created_at"]))
+
+
+def fts_query(text: str) -> str | None:
+    """Words of the user's query as an FTS5 query (each quoted: no operator can be injected);
+    None when there is no word in it."""
+    words = re.findall(r"\w+", unicodedata.normalize("NFKC", text))[:20]
+    return " OR ".join(f'"{w}"' for w in words) if words else None
+
+
+class MemoryStore:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def remember(self, type_: FactType, content: str, *, confidence: float, origin: str,
+                       conversation_id: str | None, source_turn_id: str | None) -> tuple[Fact, bool]:
+        """Store a fact, or refresh the active one that says the same (same type, normalized text).
+        (the fact, whether it is new)."""
+        now = self._db.now()
+        key = normalized(content)
+        async with self._db.transaction() as db:
+            cur = await db.execute("SELECT id FROM memory_facts WHERE type = ? AND normalized = ? AND status = 'active'",
+                                   (str(type_), key))
+            found = await cur.fetchone()
+            if found is not None:
+                await db.execute("UPDATE memory_facts SET last_seen_at = ?, confidence = MAX(confidence, ?)"
+                                 " WHERE id = ?", (now, confidence, found[0]))
+                fact_id, new = int(found[0]), False
+            else:
+                cur = await db.execute(
+                    "INSERT INTO memory_facts (type, content, normalized, confidence, origin, conversation_id,"
+                    " source_turn_id, created_at, last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (str(type_), content, key, confidence, origin, conversation_id, source_turn_id, now, now))
+                fact_id, new = int(cur.lastrowid or 0), True
+                await db.execute("INSERT INTO memory_fts (content, kind, ref) VALUES (?, 'fact', ?)",
+                                 (content, fact_id))
+        fact = await self.get(fact_id)
+        assert fact is not None
+        return fact, new
+
+    async def get(self, fact_id: int) -> Fact | None:
+        row = await self._db.row("SELECT * FROM memory_facts WHERE id = ?", (fact_id,))
+        return _fact(row) if row else None
+
+    async def recent(self, *, limit: int, since: str) -> list[Fact]:
+        """Active facts seen since ``since``, newest first: the read path."""
+        rows = await self._db.rows("SELECT * FROM memory_facts WHERE status = 'active' AND last_seen_at >= ?"
+                                   " ORDER BY last_seen_at DESC, id DESC LIMIT ?", (since, limit))
+        return [_fact(r) for r in rows]
+
+    async def facts(self, *, include_archived: bool = True) -> list[Fact]:
+        where = "" if include_archived else " WHERE status = 'active'"
+        return [_fact(r) for r in await self._db.rows(f"SELECT * FROM memory_facts{where} ORDER BY id")]
+
+    async def summaries(self) -> list[MemorySummary]:
+        return [_summary(r) for r in await self._db.rows("SELECT * FROM memory_summaries ORDER BY id")]
+
+    async def latest_summary(self) -> MemorySummary | None:
+        row = await self._db.row("SELECT * FROM memory_summaries ORDER BY id DESC LIMIT 1")
+        return _summary(row) if row else None
+
+    async def unsummarized(self) -> list[Fact]:
+        rows = await self._db.rows("SELECT * FROM memory_facts WHERE summarized_in IS NULL AND status = 'active'"
+                                   " ORDER BY id")
+        return [_fact(r) for r in rows]
+
+    async def add_summary(self, content: str, *, period_start: str, period_end: str, fact_ids: list[int],
+                          turn_id: str | None) -> int | None:
+        """Store a summary covering ``fact_ids``, unless one of them was forgotten meanwhile (then
+        None: the summary may speak of it, so it is not kept)."""
+        now = self._db.now()
+        async with self._db.transaction() as db:
+            marks = ", ".join("?" * len(fact_ids))
+            cur = await db.execute(f"SELECT COUNT(*) FROM memory_facts WHERE id IN ({marks}) AND summarized_in IS NULL",
+                                   fact_ids)
+            row = await cur.fetchone()
+            if row is None or int(row[0]) != len(fact_ids):
+                return None
+            cur = await db.execute("INSERT INTO memory_summaries (content, period_start, period_end, turn_id, created_at)"
+                                   " VALUES (?, ?, ?, ?, ?)", (content, period_start, period_end, turn_id, now))
+            summary_id = int(cur.lastrowid or 0)
+            await db.execute(f"UPDATE memory_facts SET summarized_in = ? WHERE id IN ({marks})", (summary_id, *fact_ids))
+            await db.execute("INSERT INTO memory_fts (content, kind, ref) VALUES (?, 'summary', ?)", (content, summary_id))
+        return summary_id
+
+    async def archive(self, *, older_than: str) -> int:
+        """Facts a summary covers and last seen before ``older_than`` leave the read path."""
+        _, count = await self._db.execute("UPDATE memory_facts SET status = 'archived' WHERE status = 'active'"
+                                          " AND summarized_in IS NOT NULL AND last_seen_at < ?", (older_than,))
+        return count
+
+    async def search(self, query: str, *, limit: int = 10) -> list[dict[str, Any]]:
+        """Facts (active or archived) and summaries matching the query's words, best first."""
+        match = fts_query(query)
+        if match is None:
+            return []
+        rows = await self._db.rows("SELECT kind, ref, content FROM memory_fts WHERE memory_fts MATCH ?"
+                                   " ORDER BY bm25(memory_fts) LIMIT ?", (match, limit))
+        return [{"kind": r["kind"], "id": int(r["ref"]), "content": r["content"]} for r in rows]
+
+    async def matching_facts(self, query: str, *, limit: int = 20) -> list[Fact]:
+        found = [hit["id"] for hit in await self.search(query, limit=limit * 2) if hit["kind"] == "fact"][:limit]
+        facts = [await self.get(i) for i in found]
+        return [f for f in facts if f is not None]
+
+    async def forget(self, fact_ids: list[int]) -> int:
+        """Delete facts for good: their rows, their search entries, and every summary that covered
+        one of them (a later summary builds on an earlier one, so those go too); the facts those
+        summaries covered come back to the read path, to be summarized again without the
+        forgotten ones. The number of facts deleted."""
+        if not fact_ids:
+            return 0
+        marks = ", ".join("?" * len(fact_ids))
+        async with self._db.transaction() as db:
+            cur = await db.execute(f"SELECT MIN(summarized_in) FROM memory_facts WHERE id IN ({marks})", fact_ids)
+            row = await cur.fetchone()
+            first = row[0] if row else None
+            await db.execute(f"DELETE FROM memory_fts WHERE kind = 'fact' AND ref IN ({marks})", fact_ids)
+            cur = await db.execute(f"DELETE FROM memory_facts WHERE id IN ({marks})", fact_ids)
+            deleted = cur.rowcount
+            if first is not None:
+                await db.execute("UPDATE memory_facts SET summarized_in = NULL, status = 'active'"
+                                 " WHERE summarized_in >= ?", (first,))
+                await db.execute("DELETE FROM memory_fts WHERE kind = 'summary' AND ref >= ?", (first,))
+                await db.execute("DELETE FROM memory_summaries WHERE id >= ?", (first,))
+        return int(deleted)
+
+    async def forget_all(self) -> int:
+        async with self._db.transaction() as db:
+            cur = await db.execute("DELETE FROM memory_facts")
+            await db.execute("DELETE FROM memory_summaries")
+            await db.execute("DELETE FROM memory_fts")
+        return int(cur.rowcount)
