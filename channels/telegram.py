@@ -97,7 +97,8 @@ COMMANDS = [("help", "what I can do"), ("id", "your Telegram user id, for the al
             ("approve", "approve a pending request: /approve ID"), ("deny", "deny a pending request: /deny ID"),
             ("new", "start a fresh conversation (a summary of this one is kept)"),
             ("jobs", "your reminders and scheduled jobs, with their next run"),
-            ("usage", "model calls, tokens and cost of the last days")]
+            ("usage", "model calls, tokens and cost of the last days"),
+            ("memory", "what I remember about you"), ("forget", "forget one thing I remember: /forget ID")]
 STEP_TEXT = {"web.search": "Searching the web…", "web.read_url": "Reading a page…", "math.calculate": "Calculating…",
              "clock.now": "Checking the time…", "artifact.save": "Saving a document…",
              "files.write": "Preparing a note…", "http.post": "Preparing a request…"}

@@ -71,7 +71,8 @@ async def test_start_up_deletes_the_webhook_and_registers_the_commands(started, 
     await api.wait_for("getUpdates")
     assert api.calls_to("deleteWebhook") and api.webhook is None
     (commands,) = api.calls_to("setMyCommands")
-    assert [c["command"] for c in commands["commands"]] == ["help", "id", "approve", "deny", "new", "jobs", "usage"]
+    assert [c["command"] for c in commands["commands"]] == ["help", "id", "approve", "deny", "new", "jobs", "usage",
+                                                               "memory", "forget"]
 
 
 async def test_new_starts_a_fresh_conversation_with_a_summary(started, api, fake_llm):

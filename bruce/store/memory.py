@@ -5,10 +5,12 @@ too). Separate from the conversation history and its session summaries on purpos
 from __future__ import annotations
 
 import re
+import sqlite3
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from bruce.errors import StoreError
 from bruce.store.database import Database
 from bruce.values import FactType
 
@@ -83,6 +85,17 @@ class MemoryStore:
                        conversation_id: str | None, source_turn_id: str | None) -> tuple[Fact, bool]:
         """Store a fact, or refresh the active one that says the same (same type, normalized text).
         (the fact, whether it is new)."""
+        try:
+            return await self._remember(type_, content, confidence=confidence, origin=origin,
+                                        conversation_id=conversation_id, source_turn_id=source_turn_id)
+        except StoreError as exc:  # another process stored the same fact between our look and our write
+            if not isinstance(exc.__cause__, sqlite3.IntegrityError):
+                raise
+            return await self._remember(type_, content, confidence=confidence, origin=origin,
+                                        conversation_id=conversation_id, source_turn_id=source_turn_id)
+
+    async def _remember(self, type_: FactType, content: str, *, confidence: float, origin: str,
+                        conversation_id: str | None, source_turn_id: str | None) -> tuple[Fact, bool]:
         now = self._db.now()
         key = normalized(content)
         async with self._db.transaction() as db:
