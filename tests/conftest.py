@@ -75,6 +75,22 @@ async def app_factory(clock: FakeClock, channel: RecordingChannel, make_config: 
 
 
 @pytest.fixture
+async def admin(app):
+    """The admin page of ``app`` through aiohttp's test client on a real socket (token ADMIN_TOKEN)."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from bruce.admin import AdminServer
+    from tests.helpers import ADMIN_TOKEN
+
+    server = AdminServer(store=app.store, clock=app.clock, token=ADMIN_TOKEN, host="127.0.0.1", port=0,
+                         health=app._health, jobs=app.jobs)
+    client = TestClient(TestServer(server.app))
+    await client.start_server()
+    yield client
+    await client.close()
+
+
+@pytest.fixture
 async def app(app_factory) -> App:
     return await app_factory()
 

@@ -16,20 +16,8 @@ from bruce.admin.auth import resolve_token
 from bruce.cli import main
 from bruce.errors import ConfigError
 from tests.fakes.llm_server import Step
-from tests.helpers import say
-
-TOKEN = "a-long-admin-token-0123456789"
-BEARER = {"Authorization": f"Bearer {TOKEN}"}
-
-
-@pytest.fixture
-async def admin(app):
-    server = AdminServer(store=app.store, clock=app.clock, token=TOKEN, host="127.0.0.1", port=0,
-                         health=app._health, jobs=app.jobs)
-    client = TestClient(TestServer(server.app))
-    await client.start_server()
-    yield client
-    await client.close()
+from tests.helpers import ADMIN_TOKEN as TOKEN
+from tests.helpers import BEARER, say
 
 
 async def some_executions(app, fake_llm) -> None:

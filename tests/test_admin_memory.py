@@ -5,23 +5,10 @@ token and CSRF every change needs, and a bad or unknown id a 400 or 404 that say
 from __future__ import annotations
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 
-from bruce.admin import AdminServer
 from bruce.values import FactType
-
-TOKEN = "a-long-admin-token-0123456789"
-BEARER = {"Authorization": f"Bearer {TOKEN}"}
-
-
-@pytest.fixture
-async def admin(app):
-    server = AdminServer(store=app.store, clock=app.clock, token=TOKEN, host="127.0.0.1", port=0,
-                         health=app._health, jobs=app.jobs)
-    client = TestClient(TestServer(server.app))
-    await client.start_server()
-    yield client
-    await client.close()
+from tests.helpers import ADMIN_TOKEN as TOKEN
+from tests.helpers import BEARER
 
 
 async def remember(app, content: str, type_: FactType = FactType.FACT):
