@@ -68,8 +68,13 @@ async def _export(store: Store, path: Path | None) -> int:
         print(text)
         return 0
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text + "\n", encoding="utf-8")
-    tmp.replace(path)  # whole or not at all
+    try:
+        tmp.write_text(text + "\n", encoding="utf-8")
+        tmp.replace(path)  # whole or not at all
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        print(f"bruce: cannot write {path}: {exc.strerror or exc}; nothing was exported", file=sys.stderr)
+        return 1
     print(f"wrote {len(data['facts'])} facts and {len(data['summaries'])} summaries to {path}", file=sys.stderr)
     return 0
 

@@ -323,6 +323,8 @@ async def test_bruce_memory_list_export_and_forget_on_the_machine(mem_app, tmp_p
     exported = tmp_path / "memory.json"
     assert (await asyncio.to_thread(run_bruce, config, "export", str(exported))).returncode == 0
     assert [f["content"] for f in json.loads(exported.read_text())["facts"]] == ["Daughter is Ana", "Owes Marco 50 euros"]
+    unwritable = await asyncio.to_thread(run_bruce, config, "export", str(tmp_path / "no" / "such" / "dir.json"))
+    assert unwritable.returncode == 1 and "cannot write" in unwritable.stderr and "Traceback" not in unwritable.stderr
     marco = next(f["id"] for f in json.loads(exported.read_text())["facts"] if "Marco" in f["content"])
     gone = await asyncio.to_thread(run_bruce, config, "forget", str(marco))
     assert gone.returncode == 0 and "Owes Marco" in gone.stdout

@@ -98,7 +98,6 @@ class ServerLink:
         self.attempts = 0
         self.settled = asyncio.Event()  # the first attempt is over, whatever its outcome
         self._listed: dict[str, _Listed] = {}  # remote name -> what is registered for it now
-        self._registered: set[str] = set()  # every contract name this link ever registered
         self.skipped: dict[str, str] = {}  # remote name -> why it is not offered
         self._client: Any = None
         self._broken = asyncio.Event()
@@ -325,7 +324,6 @@ class ServerLink:
                 self._log.warning("mcp.tool_refused", tool=remote[:100], reason=str(exc)[:300])
                 continue
             listed[remote] = _Listed(remote, contract)
-            self._registered.add(contract.name)
         self._listed = listed
         self._unknown_names(remotes)
 
