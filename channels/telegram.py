@@ -1,21 +1,27 @@
 """The Telegram channel, on aiogram 3: the adapter behind the channel port.
 
-aiogram stays in here (and in ``telegram_format``); ``bruce`` never imports it. What it does:
+aiogram stays in the ``channels/telegram*.py`` modules; ``bruce`` never imports it. This module
+does not import it either: ``import aiogram`` costs seconds of CPU, so the control calls
+(``getMe``, ``deleteWebhook``, ``setMyCommands``, ``setWebhook``, ``getUpdates``) are plain
+Bot API requests (JSON over aiohttp) and receiving starts at once, while
+``channels.telegram_bot`` (aiogram: reading updates into its types, sending) is imported in
+a thread beside it. The first updates wait for that import, never the other way round.
 
-Receiving. Long polling by default: our own loop around ``getUpdates`` (aiogram's ``Bot``,
-methods and types), not ``Dispatcher.start_polling``, because a bot must never end up
-half-dead: ``getMe`` at start is retried with backoff while the network is down (a 401 is a
-clear error naming ``channels.telegram.token``); any webhook is deleted first; ``409
-Conflict`` (another instance polling the same token), time-outs and 5xx back off and go on,
-and repeated 409s are logged as such; a watchdog restarts the loop when no ``getUpdates``
-has completed for three poll time-outs; ``last_receive`` is the time of the last one that did.
-Updates are handled one at a time in ``update_id`` order, so a chat's messages are stored in
-the order they were sent even in a burst (``deliver`` only stores and starts the turn, so
-this costs little). An update is confirmed to Telegram (the next ``offset``) only once its
-message is stored: a database failure leaves it with Telegram, to be fetched again.
-Webhook mode serves ``channels.telegram.webhook`` with aiohttp, checks
-``X-Telegram-Bot-Api-Secret-Token`` on every request (401 without it) and answers 200 once
-the update is handled.
+Receiving. Long polling by default: our own loop around ``getUpdates``, not aiogram's
+``Dispatcher.start_polling``, because a bot must never end up half-dead: ``getMe`` at start
+is retried with backoff while the network is down (a 401 is a clear error naming
+``channels.telegram.token``); any webhook is deleted first; ``409 Conflict`` (another
+instance polling the same token), time-outs and 5xx back off and go on, and repeated 409s
+are logged as such; a watchdog restarts the loop when no ``getUpdates`` has completed for
+three poll time-outs; ``last_receive`` is the time of the last one that did. Each update is
+read on its own, so one aiogram cannot read (a Bot API newer than aiogram, a broken proxy) is
+logged and skipped instead of stopping every update behind it. Updates are handled one at a
+time in ``update_id`` order, so a chat's messages are stored in the order they were sent even
+in a burst (``deliver`` only stores and starts the turn, so this costs little). An update is
+confirmed to Telegram (the next ``offset``) only once its message is stored: a database
+failure leaves it with Telegram, to be fetched again. Webhook mode serves
+``channels.telegram.webhook`` with aiohttp, checks ``X-Telegram-Bot-Api-Secret-Token`` on
+every request (401 without it) and answers 200 once the update is handled.
 
 Access: ``deliver`` applies the allow-list (and pairing). In groups (``groups: true``), only
 messages that mention the bot or reply to it are passed on, without the mention.
@@ -29,68 +35,51 @@ Telegram cannot parse it. Approval requests carry inline Approve / Deny buttons 
 the request message is edited to show the outcome, without buttons. A step-up request has
 no Approve button: it says to run ``bruce approve ID`` on the machine.
 
-Telegram's errors become ``ChannelSendError``: ``RetryAfter`` retryable with its
-``retry_after``; network errors and 5xx retryable; a blocked bot, a chat not found and other
-refusals permanent. The outbox does the rest.
+Telegram's errors become ``ChannelSendError`` (``telegram_bot.translate_error``):
+``RetryAfter`` retryable with its ``retry_after``; network errors and 5xx retryable; a
+blocked bot, a chat not found and other refusals permanent. The outbox does the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import html
+import importlib
+import json
 import time
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import structlog
-from aiogram import Bot
-from aiogram.client.session.aiohttp import AiohttpSession
-from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
-from aiogram.exceptions import (
-    AiogramError,
-    ClientDecodeError,
-    TelegramAPIError,
-    TelegramBadRequest,
-    TelegramConflictError,
-    TelegramForbiddenError,
-    TelegramNetworkError,
-    TelegramNotFound,
-    TelegramRetryAfter,
-    TelegramServerError,
-    TelegramUnauthorizedError,
-)
-from aiogram.methods import DeleteWebhook, GetUpdates, SendMessageDraft, SetMyCommands, SetWebhook
-from aiogram.types import (
-    BotCommand,
-    CallbackQuery,
-    FSInputFile,
-    InlineKeyboardButton,
-    InlineKeyboardMarkup,
-    Message,
-    Update,
-)
-from aiogram.utils.token import TokenValidationError
 from aiohttp import web
 
 from bruce.channel import ConfirmationRequest, Inbound, IncomingMessage
 from bruce.clock import Clock
 from bruce.config import TelegramConfig
-from bruce.errors import BruceError, ChannelSendError, ConfigError, StoreError
+from bruce.errors import BruceError, ConfigError, StoreError
 from bruce.progress import ProgressEvent, TextDelta, Thinking, ToolFinished, ToolStarted
-from channels.telegram_format import plain_text, split_html, to_telegram_html
+from channels.telegram_format import split_html, to_telegram_html
 
-__all__ = ["TelegramChannel", "translate_error"]
+if TYPE_CHECKING:
+    from aiogram.types import CallbackQuery, Message, Update
+
+    from channels.telegram_bot import TelegramBot
+
+__all__ = ["TelegramChannel"]
 
 log = structlog.get_logger(__name__)
 
+OFFICIAL_API = "https://api.telegram.org"
 TYPING_EVERY_S = 4.0
 DRAFT_EVERY_S = 1.0
-DRAFT_MAX_CHARS = 4000
 START_BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)  # getMe at start while the network is down
 POLL_BACKOFF_MAX_S = 30.0
+CONTROL_TIMEOUT_S = 20.0  # getMe, deleteWebhook, setMyCommands, setWebhook
 CONFLICTS_BEFORE_WARNING = 3
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 COMMANDS = [("help", "what I can do"), ("id", "your Telegram user id, for the allow-list"),
@@ -108,17 +97,57 @@ HELP = ("I'm {name}, your assistant. Write to me in plain text. When an action n
         "summary of this one). /id shows your Telegram user id.")
 
 
-def translate_error(exc: TelegramAPIError) -> ChannelSendError:
-    """A Telegram failure as the outbox understands it."""
-    if isinstance(exc, TelegramRetryAfter):
-        return ChannelSendError(f"rate limited by Telegram: {exc.message}", retryable=True, retry_after=exc.retry_after)
-    if isinstance(exc, (TelegramNetworkError, TelegramServerError)):
-        return ChannelSendError(f"Telegram unreachable: {exc.message}", retryable=True)
-    return ChannelSendError(f"Telegram refused it: {exc.message}", retryable=False)
+def _check_token(token: str) -> None:
+    """The shape of a bot token (``123456:ABC-...``), as aiogram checks it, without importing aiogram."""
+    left, sep, right = token.partition(":")
+    if not sep or not left.isdigit() or not right or any(c.isspace() for c in token):
+        raise ConfigError("channels.telegram.token: not a Telegram bot token (it looks like 123456:ABC-...)")
 
 
-def _is_parse_error(exc: TelegramBadRequest) -> bool:
-    return "can't parse entities" in exc.message.lower() or "can't find end of" in exc.message.lower()
+class Refused(Exception):
+    """A Bot API call answered ``ok: false`` (or not with JSON at all)."""
+
+    def __init__(self, method: str, status: int, description: str, retry_after: float | None = None) -> None:
+        super().__init__(f"{method}: {status} {description}")
+        self.status, self.description, self.retry_after = status, description, retry_after
+
+
+Unreachable = (aiohttp.ClientError, TimeoutError)  # no answer at all: the network, a time-out
+
+
+class BotAPI:
+    """The Bot API's control calls as plain JSON requests: what receiving needs before (and
+    without) aiogram."""
+
+    def __init__(self, token: str, api_base: str | None) -> None:
+        self._base = f"{(api_base or OFFICIAL_API).rstrip('/')}/bot{token}"
+        self._http: aiohttp.ClientSession | None = None
+
+    async def call(self, method: str, params: dict[str, Any], *, timeout: float = CONTROL_TIMEOUT_S) -> Any:
+        """The call's ``result``; ``Refused`` when Telegram says no, ``Unreachable`` when it says nothing."""
+        if self._http is None or self._http.closed:
+            self._http = aiohttp.ClientSession()
+        async with self._http.post(f"{self._base}/{method}", json=params,
+                                   timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+            text = await response.text()
+            status = response.status
+        try:
+            body = json.loads(text)
+        except ValueError:
+            raise Refused(method, status, "not a JSON answer") from None
+        if not isinstance(body, dict):
+            raise Refused(method, status, "not a Bot API answer")
+        if status == 200 and body.get("ok") is True:
+            return body.get("result")
+        parameters = body.get("parameters")
+        retry_after = parameters.get("retry_after") if isinstance(parameters, dict) else None
+        raise Refused(method, status, str(body.get("description") or "no description")[:300],
+                      float(retry_after) if isinstance(retry_after, int | float) else None)
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
 
 
 class TelegramChannel:
@@ -129,22 +158,18 @@ class TelegramChannel:
         if section.token is None:
             raise ConfigError("channels.telegram.token: required when channels.telegram.enabled is true "
                               '(e.g. token: "${TELEGRAM_BOT_TOKEN}")')
-        self._api = TelegramAPIServer.from_base(section.api_base) if section.api_base else PRODUCTION
-        session = AiohttpSession(api=self._api)
-        try:
-            self._bot = Bot(section.token.get_secret_value(), session=session)
-        except TokenValidationError:
-            raise ConfigError("channels.telegram.token: not a Telegram bot token (it looks like 123456:ABC-...)") from None
+        _check_token(section.token.get_secret_value())
+        self._api = BotAPI(section.token.get_secret_value(), section.api_base)
         self._section = section
         self._clock = clock
         self._assistant = assistant_name
         self._inbound: Inbound | None = None
+        self._sdk: asyncio.Task[TelegramBot] | None = None  # aiogram, loading in a thread
         self._username = ""
         self._bot_id = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
         self._drafts_refused = False
-        self._skipped: list[int] = []  # offsets past unreadable updates, confirmed with the next poll
         self._order = asyncio.Lock()  # updates are handled one at a time, in order
         self._polled_at = time.monotonic()  # the last getUpdates that completed (monotonic)
         self.last_receive: datetime | None = None  # the last getUpdates (or webhook call) that completed
@@ -153,6 +178,7 @@ class TelegramChannel:
 
     async def start(self, inbound: Inbound) -> None:
         self._inbound = inbound
+        self._sdk = asyncio.create_task(self._load_sdk(), name="telegram.sdk")
         connected = await self._connect(first=True)
         if self._section.mode == "webhook":
             if not connected:
@@ -163,22 +189,47 @@ class TelegramChannel:
             self._tasks.append(asyncio.create_task(self._watchdog(), name="telegram.watchdog"))
         log.info("telegram.started", mode=self._section.mode, bot=self._username or None)
 
+    async def _load_sdk(self) -> TelegramBot:
+        try:
+            module = await asyncio.to_thread(importlib.import_module, "channels.telegram_bot")
+        except Exception:  # a broken install: nothing can be read or sent, say so once
+            log.exception("telegram.sdk_failed")
+            raise
+        assert self._section.token is not None
+        bot: TelegramBot = module.TelegramBot(self._section.token.get_secret_value(), self._section.api_base)
+        return bot
+
+    async def _bot(self) -> TelegramBot:
+        """aiogram's side of the channel, once its import has finished."""
+        if self._sdk is None:  # (sending before start: recovery's replies are sent after it)
+            self._sdk = asyncio.create_task(self._load_sdk(), name="telegram.sdk")
+        return await asyncio.shield(self._sdk)
+
     async def _connect(self, *, first: bool) -> bool:
         """``getMe`` and the bot's commands. A 401 is a configuration error; a network that is
         down at start is tried again (in the background after the first attempt)."""
         try:
-            me = await self._bot.get_me()
-        except TelegramUnauthorizedError:
-            raise ConfigError("channels.telegram.token was refused by Telegram (401 Unauthorized): "
-                              "check the token with @BotFather") from None
-        except (TelegramNetworkError, TelegramServerError, TelegramRetryAfter, TimeoutError) as exc:
+            me = await self._api.call("getMe", {})
+        except Refused as exc:
+            if exc.status == 401:
+                raise ConfigError("channels.telegram.token was refused by Telegram (401 Unauthorized): "
+                                  "check the token with @BotFather") from None
+            if exc.status not in (429,) and exc.status < 500:
+                raise ConfigError(f"channels.telegram: getMe was refused ({exc.status} {exc.description}); "
+                                  "check channels.telegram.token and channels.telegram.api_base") from None
+            log.warning("telegram.unreachable", error=f"{exc.status} {exc.description}", retrying=True)
+            if first:
+                return False
+            raise
+        except Unreachable as exc:
             log.warning("telegram.unreachable", error=type(exc).__name__, retrying=True)
             if first:
                 return False
             raise
-        self._username, self._bot_id = (me.username or "").lower(), me.id
-        with contextlib.suppress(TelegramAPIError):
-            await self._bot(SetMyCommands(commands=[BotCommand(command=c, description=d) for c, d in COMMANDS]))
+        self._username = str((me or {}).get("username") or "").lower()
+        self._bot_id = int((me or {}).get("id") or 0)
+        with contextlib.suppress(Refused, *Unreachable):
+            await self._api.call("setMyCommands", {"commands": [{"command": c, "description": d} for c, d in COMMANDS]})
         return True
 
     async def stop(self) -> None:
@@ -189,7 +240,13 @@ class TelegramChannel:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        await self._bot.session.close()
+        await self._api.close()
+        if self._sdk is not None:
+            if self._sdk.done() and not self._sdk.cancelled() and self._sdk.exception() is None:
+                await self._sdk.result().close()
+            else:  # still importing (its thread finishes on its own) or failed (logged where awaited)
+                self._sdk.cancel()
+            self._sdk = None
         self._inbound = None
 
     # receiving: long polling ---------------------------------------------------------------
@@ -204,18 +261,20 @@ class TelegramChannel:
             except ConfigError as exc:
                 log.error("telegram.stopped", reason=str(exc))
                 return
-            except (TelegramAPIError, TimeoutError):
+            except (Refused, *Unreachable):
                 continue
         while True:
             try:
-                await self._bot(DeleteWebhook(drop_pending_updates=False))
+                await self._api.call("deleteWebhook", {"drop_pending_updates": False})
                 break
-            except TelegramUnauthorizedError:
-                log.error("telegram.stopped", reason="channels.telegram.token was refused (401 Unauthorized)")
-                return
-            except (TelegramAPIError, TimeoutError) as exc:
+            except Refused as exc:
+                if exc.status == 401:
+                    log.error("telegram.stopped", reason="channels.telegram.token was refused (401 Unauthorized)")
+                    return
+                log.warning("telegram.delete_webhook_failed", error=f"{exc.status} {exc.description}")
+            except Unreachable as exc:
                 log.warning("telegram.delete_webhook_failed", error=type(exc).__name__)
-                await self._clock.sleep(2.0)
+            await self._clock.sleep(2.0)
         await self._poll()
 
     async def _poll(self) -> None:
@@ -223,62 +282,66 @@ class TelegramChannel:
         conflicts, failures = 0, 0
         timeout = self._section.poll_timeout_s
         while True:
+            params: dict[str, Any] = {"timeout": timeout, "allowed_updates": ALLOWED_UPDATES}
+            if offset is not None:
+                params["offset"] = offset
             try:
-                updates = await self._bot(GetUpdates(offset=offset, timeout=timeout, allowed_updates=ALLOWED_UPDATES),
-                                          request_timeout=timeout + 10)
-            except TelegramUnauthorizedError:
-                log.error("telegram.stopped", reason="channels.telegram.token was refused (401 Unauthorized)")
-                return
-            except TelegramConflictError:
-                conflicts += 1
-                if conflicts == CONFLICTS_BEFORE_WARNING:
-                    log.error("telegram.conflict", hint="another instance may be polling the same bot token")
-                await self._clock.sleep(min(2.0 ** min(conflicts, 5), POLL_BACKOFF_MAX_S))
+                result = await self._api.call("getUpdates", params, timeout=timeout + 10)
+                if not isinstance(result, list):
+                    raise Refused("getUpdates", 200, "the result is not a list of updates")
+            except Refused as exc:
+                if exc.status == 401:
+                    log.error("telegram.stopped", reason="channels.telegram.token was refused (401 Unauthorized)")
+                    return
+                if exc.status == 409:
+                    conflicts += 1
+                    if conflicts == CONFLICTS_BEFORE_WARNING:
+                        log.error("telegram.conflict", hint="another instance may be polling the same bot token")
+                    await self._clock.sleep(min(2.0 ** min(conflicts, 5), POLL_BACKOFF_MAX_S))
+                    continue
+                failures += 1
+                log.warning("telegram.poll_failed", error=f"{exc.status} {exc.description}", attempt=failures)
+                await self._clock.sleep(max(exc.retry_after or 0.0, min(2.0 ** min(failures, 5), POLL_BACKOFF_MAX_S)))
                 continue
-            except ClientDecodeError:  # an update aiogram cannot read: one by one, skipping it
-                updates = await self._readable_updates(offset)
-            except (TelegramAPIError, AiogramError, TimeoutError) as exc:
+            except Unreachable as exc:
                 failures += 1
                 log.warning("telegram.poll_failed", error=type(exc).__name__, attempt=failures)
                 await self._clock.sleep(min(2.0 ** min(failures, 5), POLL_BACKOFF_MAX_S))
                 continue
             conflicts = failures = 0
             self._received()
-            for update in sorted(updates, key=lambda u: u.update_id):
-                if update.update_id < (offset or 0):
-                    continue
-                try:
-                    await self._handle(update)
-                except StoreError as exc:  # not confirmed: Telegram gives it to us again
-                    log.warning("telegram.store_failed", update_id=update.update_id, error=str(exc))
-                    await self._clock.sleep(2.0)
-                    break
-                except Exception:  # a bug of ours on this update: logged, and the next ones still come
-                    log.exception("telegram.update_failed", update_id=update.update_id)
-                offset = update.update_id + 1
-            else:
-                offset = max([offset or 0, *self._skipped]) or offset
-                self._skipped.clear()
+            offset = await self._take(result, offset)
 
-    async def _readable_updates(self, offset: int | None) -> list[Update]:
-        """The pending updates read one at a time from the raw answer: one that does not parse
-        (a Bot API newer than aiogram, a broken proxy) is logged and skipped instead of
-        stopping every update behind it."""
-        url = self._api.api_url(self._bot.token, "getUpdates")
-        params = {"timeout": 0, **({"offset": offset} if offset is not None else {})}
-        readable: list[Update] = []
-        async with aiohttp.ClientSession() as http:
-            async with http.post(url, json=params, timeout=aiohttp.ClientTimeout(total=20)) as response:
-                body = await response.json(content_type=None)
-        for item in body.get("result") or []:
+    async def _take(self, items: list[Any], offset: int | None) -> int | None:
+        """Handle one ``getUpdates`` answer in ``update_id`` order; the next offset to ask for.
+        An update is confirmed once handled; one that cannot be stored is not, and the rest of
+        the batch waits with it for the next poll."""
+        numbered = [(item["update_id"], item) for item in items
+                    if isinstance(item, dict) and isinstance(item.get("update_id"), int)]
+        if len(numbered) < len(items):
+            log.warning("telegram.update_unreadable", update_id=None, count=len(items) - len(numbered))
+        if not numbered:
+            return offset
+        bot = await self._bot()
+        for update_id, item in sorted(numbered, key=lambda pair: pair[0]):
+            if update_id < (offset or 0):
+                continue
             try:
-                readable.append(Update.model_validate(item, context={"bot": self._bot}))
+                update = bot.read_update(item)
             except ValueError:
-                update_id = item.get("update_id") if isinstance(item, dict) else None
                 log.warning("telegram.update_unreadable", update_id=update_id)
-                if isinstance(update_id, int):
-                    self._skipped.append(update_id + 1)
-        return readable
+                offset = update_id + 1
+                continue
+            try:
+                await self._handle(update)
+            except StoreError as exc:  # not confirmed: Telegram gives it to us again
+                log.warning("telegram.store_failed", update_id=update_id, error=str(exc))
+                await self._clock.sleep(2.0)
+                return offset
+            except Exception:  # a bug of ours on this update: logged, and the next ones still come
+                log.exception("telegram.update_failed", update_id=update_id)
+            offset = update_id + 1
+        return offset
 
     def _received(self) -> None:
         self._polled_at = time.monotonic()
@@ -310,8 +373,13 @@ class TelegramChannel:
         await self._runner.setup()
         site = web.TCPSite(self._runner, hook.host, hook.port)
         await site.start()
-        await self._bot(SetWebhook(url=hook.url, secret_token=hook.secret_token.get_secret_value(),
-                                   allowed_updates=ALLOWED_UPDATES))
+        try:
+            await self._api.call("setWebhook", {"url": hook.url, "secret_token": hook.secret_token.get_secret_value(),
+                                                "allowed_updates": ALLOWED_UPDATES})
+        except Refused as exc:
+            raise BruceError(f"Telegram refused the webhook (channels.telegram.webhook.url): {exc.description}") from None
+        except Unreachable:
+            raise BruceError("Telegram is unreachable; webhook mode cannot register its URL") from None
 
     @property
     def webhook_port(self) -> int | None:
@@ -324,11 +392,12 @@ class TelegramChannel:
         secret = self._section.webhook.secret_token
         assert secret is not None
         given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
-        if not _same(given, secret.get_secret_value()):
+        if not hmac.compare_digest(given.encode(), secret.get_secret_value().encode()):
             log.warning("telegram.webhook_refused", remote=request.remote)
             return web.json_response({"ok": False, "error": "missing or wrong secret token"}, status=401)
+        bot = await self._bot()
         try:
-            update = Update.model_validate(await request.json(), context={"bot": self._bot})
+            update = bot.read_update(await request.json())
         except ValueError:
             return web.json_response({"ok": False, "error": "not a Telegram update"}, status=400)
         self._received()
@@ -363,7 +432,7 @@ class TelegramChannel:
                 return
         if text is None:
             if sender in self._section.allowed_users:  # not for strangers: they get nothing
-                await self._reply(message.chat.id, UNSUPPORTED)
+                await (await self._bot()).send_plain(message.chat.id, UNSUPPORTED)
             return
         if await self._local_command(message, text, sender, private):
             return
@@ -388,56 +457,35 @@ class TelegramChannel:
         word = text.strip().split(maxsplit=1)[0].lower() if text.strip() else ""
         word = word.split("@", 1)[0]
         if word == "/id":
-            await self._reply(message.chat.id, f"Your Telegram user id is {sender}.")
+            await (await self._bot()).send_plain(message.chat.id, f"Your Telegram user id is {sender}.")
             return True
         if word in ("/start", "/help") and (sender in self._section.allowed_users or not private):
-            await self._reply(message.chat.id, HELP.format(name=self._assistant))
+            await (await self._bot()).send_plain(message.chat.id, HELP.format(name=self._assistant))
             return True
         return False  # /start from a stranger goes on to admission (pairing explains itself)
-
-    async def _reply(self, chat_id: int, text: str) -> None:
-        with contextlib.suppress(TelegramAPIError, TimeoutError):
-            await self._bot.send_message(chat_id, text)
 
     async def _on_button(self, query: CallbackQuery) -> None:
         if self._inbound is None:
             return
+        bot = await self._bot()
         verb, _, rid = (query.data or "").partition(":")
         message = query.message
-        if verb not in ("approve", "deny") or not isinstance(message, Message):
-            with contextlib.suppress(TelegramAPIError):
-                await query.answer("This button is not one of mine.", show_alert=True)
+        if verb not in ("approve", "deny") or message is None or not hasattr(message, "text"):
+            await bot.answer_button(query, "This button is not one of mine.", alert=True)
             return
         report = await self._inbound.decide(f"{self.name}:{message.chat.id}", str(query.from_user.id), rid,
                                             verb == "approve")
-        with contextlib.suppress(TelegramAPIError):
-            await query.answer(report.text[:200], show_alert=not report.accepted)
+        await bot.answer_button(query, report.text, alert=not report.accepted)
         if report.accepted:
-            with contextlib.suppress(TelegramAPIError):
-                await self._bot.edit_message_text(
-                    text=f"{html.escape(message.text or '')}\n\n<b>{html.escape(report.text)}</b>"[:4096],
-                    chat_id=message.chat.id, message_id=message.message_id, parse_mode="HTML", reply_markup=None)
+            await bot.show_outcome(message, report.text)  # type: ignore[arg-type]  # (a Message: it has text)
 
     # sending -----------------------------------------------------------------------------
 
     async def send_text(self, chat_id: str, text: str) -> None:
+        bot = await self._bot()
         pieces = split_html(to_telegram_html(text), 4096) or split_html(html.escape(text.strip() or "…"), 4096)
         for piece in pieces:  # (Markdown that renders to nothing is sent as the text it was)
-            await self._send_html(int(chat_id), piece)
-
-    async def _send_html(self, chat_id: int, piece: str, markup: InlineKeyboardMarkup | None = None) -> None:
-        try:
-            try:
-                await self._bot.send_message(chat_id, piece, parse_mode="HTML", reply_markup=markup)
-            except TelegramBadRequest as exc:
-                if not _is_parse_error(exc):
-                    raise
-                log.warning("telegram.html_refused", error=exc.message)
-                await self._bot.send_message(chat_id, plain_text(piece)[:4096], reply_markup=markup)
-        except TelegramAPIError as exc:
-            raise translate_error(exc) from None
-        except TimeoutError:
-            raise ChannelSendError("Telegram did not answer in time", retryable=True) from None
+            await bot.send_html(int(chat_id), piece)
 
     @contextlib.asynccontextmanager
     async def thinking(self, chat_id: str) -> AsyncIterator[None]:
@@ -449,9 +497,9 @@ class TelegramChannel:
             await asyncio.gather(typing, return_exceptions=True)
 
     async def _type(self, chat_id: int) -> None:
+        bot = await self._bot()
         while True:
-            with contextlib.suppress(TelegramAPIError, TimeoutError):
-                await self._bot.send_chat_action(chat_id, "typing")
+            await bot.typing(chat_id)
             await asyncio.sleep(TYPING_EVERY_S)
 
     @contextlib.asynccontextmanager
@@ -471,31 +519,23 @@ class TelegramChannel:
                  f"Side effects: {html.escape(request.side_effects)}"]
         if request.preview:
             lines.append(f"<pre>{html.escape(request.preview[:2500])}</pre>")
-        buttons = [InlineKeyboardButton(text="Deny", callback_data=f"deny:{request.id}")]
+        buttons = [("Deny", f"deny:{request.id}")]
         if request.step_up:
             lines.append(f"This needs the owner's approval on the machine: run <code>bruce approve "
                          f"{html.escape(request.id)}</code> there.")
         else:
-            buttons.insert(0, InlineKeyboardButton(text="Approve", callback_data=f"approve:{request.id}"))
-        await self._send_html(int(chat_id), "\n".join(lines)[:4096], InlineKeyboardMarkup(inline_keyboard=[buttons]))
+            buttons.insert(0, ("Approve", f"approve:{request.id}"))
+        await (await self._bot()).send_html(int(chat_id), "\n".join(lines)[:4096], buttons)
 
     async def send_file(self, chat_id: str, path: Path, caption: str | None = None) -> None:
-        try:
-            await self._bot.send_document(int(chat_id), FSInputFile(path), caption=(caption or "")[:1024] or None)
-        except TelegramAPIError as exc:
-            raise translate_error(exc) from None
+        await (await self._bot()).send_document(int(chat_id), path, caption)
 
     async def _draft(self, chat_id: int, draft_id: int, text: str) -> bool:
         """One draft update; False (and drafts off for good) when the server refuses the method."""
-        try:
-            await self._bot(SendMessageDraft(chat_id=chat_id, draft_id=draft_id, text=text[:DRAFT_MAX_CHARS]))
-        except (TelegramNotFound, TelegramBadRequest, TelegramForbiddenError) as exc:
-            log.info("telegram.drafts_refused", error=exc.message)
+        shown = await (await self._bot()).draft(chat_id, draft_id, text)
+        if not shown:
             self._drafts_refused = True
-            return False
-        except (TelegramAPIError, TimeoutError):
-            return True  # a hiccup: the next one may go through
-        return True
+        return shown
 
 
 class _Draft:
@@ -539,9 +579,3 @@ class _Draft:
 
     async def close(self) -> None:
         """Nothing to clear: the reply itself (a normal message) replaces the draft."""
-
-
-def _same(given: str, expected: str) -> bool:
-    import hmac
-
-    return hmac.compare_digest(given.encode(), expected.encode())
