@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from channels.console_socket import SocketConsole
     from tools.mcp.bridge import MCPBridge
 
-__all__ = ["App", "build_app", "CHANNEL_FACTORIES", "console_channel", "socket_console", "attach_console", "decide_on_daemon", "tool_set"]
+__all__ = ["App", "build_app", "CHANNEL_FACTORIES", "console_channel", "socket_console", "attach_console", "decide_on_daemon", "tool_set",
+           "stop_tool_workers"]
 
 log = structlog.get_logger(__name__)
 
@@ -203,6 +204,13 @@ async def _mcp_conversation(config: Config, store: Store) -> str | None:
     return chosen
 
 
+def stop_tool_workers() -> None:
+    """Stop the tools' worker processes (calculator, page reader) that apps sharing them left running."""
+    from tools.builtin import shutdown_tools
+
+    shutdown_tools()
+
+
 def tool_set(config: Config, store: Store | None, jobs: JobBook | None = None,
              memory: Memory | None = None) -> list[tuple[ToolContract, ToolHandler]]:
     """The built-in tools. With ``store`` None only the contracts are usable (``bruce tools``)."""
@@ -226,6 +234,9 @@ class App:
     mcp: MCPBridge | None = None  # the configured MCP servers (None: there are none)
     memory: Memory | None = None  # long-term memory (bruce/memory.py)
     channels: dict[str, Channel] = field(default_factory=dict)
+    # True: other apps in this process use the tools' worker processes too (``bruce eval`` runs
+    # cases side by side); stop() leaves them running and the owner calls stop_tool_workers()
+    shares_tool_workers: bool = False
     _stopped: bool = field(default=False, init=False)
     _locks: list[TextIO] = field(default_factory=list, init=False)
 
@@ -341,7 +352,8 @@ class App:
         if self.mcp is not None:
             await self.mcp.stop()  # stdio servers' processes end with their links
         await self.store.close()
-        shutdown_tools()  # the tools' worker processes (calculator, page reader)
+        if not self.shares_tool_workers:
+            shutdown_tools()  # the tools' worker processes (calculator, page reader)
         if self.scheduler is not None:
             self.scheduler.release()
         for handle in self._locks:  # closing the file releases the lock

@@ -11,7 +11,8 @@ and the line. What needs the tool contracts (``tools.overrides`` naming a tool t
 exist) is checked by ``unknown_overrides`` against the contract names.
 
 Relative paths (``storage.path``, ``tools.artifacts.dir``, ``tools.files.notes_dir``,
-``console.socket_path``) resolve against the config file's folder, never the current directory.
+``console.socket_path``, ``eval.cases_dir``, ``eval.runs_dir``) resolve against the config file's
+folder, never the current directory.
 ``assistant.timezone`` defaults to this machine's zone (``local_zone_name``: TZ, /etc/localtime, UTC).
 """
 
@@ -54,6 +55,7 @@ __all__ = [
     "ToolOverride",
     "LoggingConfig",
     "ConsoleConfig",
+    "EvalConfig",
     "load_config",
     "parse_config",
     "parse_yaml",
@@ -281,6 +283,16 @@ class ToolOverride(_Model):
     require_confirmation: bool = False
 
 
+_ALLOWED_HOST = re.compile(r"[a-z0-9_.-]+(?::[0-9]{1,5})?|\[[0-9a-f:.]+\](?::[0-9]{1,5})?")
+
+
+def _allowed_host(value: str) -> str:
+    host = value.strip().lower()
+    if not _ALLOWED_HOST.fullmatch(host):
+        raise ValueError(f"{value[:80]!r} is not a host name or host:port")
+    return host
+
+
 class WebToolsConfig(_Model):
     search_backend: Literal["duckduckgo", "searxng", "brave"] = "duckduckgo"
     searxng_url: str | None = None
@@ -290,6 +302,9 @@ class WebToolsConfig(_Model):
     read_max_bytes: int = Field(2_000_000, ge=1024)
     read_timeout_s: float = Field(15.0, gt=0)
     cache_ttl_s: float = Field(300.0, ge=0, le=86400)  # a repeated search or page read within this is answered from memory; 0: off
+    # not empty: web.read_url fetches only these hosts ("host" or "host:port"), every redirect too
+    # (``bruce eval`` keeps its cases on a local page server this way)
+    allowed_hosts: list[Annotated[str, AfterValidator(_allowed_host)]] = Field(default_factory=list)
 
     _blank = field_validator("searxng_url", "brave_api_key", mode="before")(_blank_to_none)
 
@@ -463,6 +478,17 @@ class MCPServeConfig(_Model):
     conversation: str | None = Field(None, pattern=r"^[a-z][a-z0-9_-]*:[^\s:]+$")
 
 
+class EvalConfig(_Model):
+    """``bruce eval`` (docs/eval.md): where the cases and the runs are, and the judge's endpoint."""
+
+    cases_dir: Path = Path("evals")  # relative: to the config file's folder
+    runs_dir: Path = Path("eval-runs")  # each run writes <runs_dir>/<timestamp>/; the admin page lists them
+    judge_api_base: str | None = None  # null: llm.api_base when the judge has llm.model's provider, else litellm's
+    judge_api_key: SecretStr | None = None  # null: likewise llm.api_key, else the provider's usual variable
+
+    _blank = field_validator("judge_api_base", "judge_api_key", mode="before")(_blank_to_none)
+
+
 class Config(_Model):
     assistant: AssistantConfig = Field(default_factory=AssistantConfig)  # the zone is read when it is made
     llm: LLMConfig = LLMConfig()
@@ -477,6 +503,7 @@ class Config(_Model):
     memory: MemoryConfig = MemoryConfig()
     mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=dict)
     mcp_serve: MCPServeConfig = MCPServeConfig()
+    eval: EvalConfig = EvalConfig()
 
     @field_validator("mcp_servers")
     @classmethod
@@ -488,8 +515,8 @@ class Config(_Model):
 
     def anchored(self, base_dir: Path) -> Config:
         """This config with each relative path (``storage.path``, ``tools.artifacts.dir``,
-        ``tools.files.notes_dir``, ``console.socket_path``) under ``base_dir``; absolute paths
-        are kept and ``~`` is expanded."""
+        ``tools.files.notes_dir``, ``console.socket_path``, ``eval.cases_dir``, ``eval.runs_dir``)
+        under ``base_dir``; absolute paths are kept and ``~`` is expanded."""
         def at(path: Path) -> Path:
             path = path.expanduser()
             return path if path.is_absolute() else base_dir / path
@@ -502,6 +529,8 @@ class Config(_Model):
                 "files": tools.files.model_copy(update={"notes_dir": at(tools.files.notes_dir)}),
             }),
             "console": self.console.model_copy(update={"socket_path": at(self.console.socket_path)}),
+            "eval": self.eval.model_copy(update={"cases_dir": at(self.eval.cases_dir),
+                                                 "runs_dir": at(self.eval.runs_dir)}),
             "mcp_servers": {name: server.model_copy(update={"cwd": at(server.cwd) if server.cwd else None})
                             for name, server in self.mcp_servers.items()},
         })
@@ -515,6 +544,7 @@ class Config(_Model):
             self.channels.discord.token,
             self.admin.token,
             self.tools.web.brave_api_key,
+            self.eval.judge_api_key,
         ]
         found += [e.api_key for e in self.llm.endpoints()]
         for server in self.mcp_servers.values():
@@ -587,7 +617,7 @@ def _describe(error: Any) -> str:
 
 
 def _is_secret_path(error: Any) -> bool:
-    return any(str(p) in ("api_key", "token", "secret_token") for p in error["loc"])
+    return any(str(p) in ("api_key", "token", "secret_token", "judge_api_key") for p in error["loc"])
 
 
 def _with_local_zone(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:

@@ -11,6 +11,8 @@ import pytest
 from aiohttp import web
 
 from bruce.cli import main
+from bruce.config import parse_config
+from bruce.errors import ConfigError
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
 from tools import calculator
@@ -218,3 +220,39 @@ async def test_page_extraction_runs_in_a_process_that_is_stopped_at_its_time_lim
     assert feedback["error"] == (f"timeout: Could not extract the text of {base}/article within 0.3s; "
                                  "the page is too large or too complex.")
     assert reader.pid is None and pid is not None
+
+
+async def test_allowed_hosts_keep_read_url_and_every_redirect_on_those_hosts(app_factory, fake_llm, odd_site):
+    """tools.web.allowed_hosts (what `bruce eval` uses to keep its cases local): a page on an allowed
+    host is read; a redirect to another host, or any other URL, is refused before a connection."""
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(text=PAGE, content_type="text/html")
+
+    async def hop(request: web.Request) -> web.Response:
+        raise web.HTTPFound(f"{odd_site}/gzip")  # another port: another host
+
+    site = web.Application()
+    site.router.add_get("/page", page)
+    site.router.add_get("/hop", hop)
+    runner = web.AppRunner(site)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    host = f"127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        app = await app_factory(tools={"web": {"allow_private": True, "allowed_hosts": [host]}})
+        fake_llm.add(Step.tool_calls(("web_read_url", {"url": f"http://{host}/page"}),
+                                     ("web_read_url", {"url": f"http://{host}/hop"}),
+                                     ("web_read_url", {"url": "https://example.com/"})), Step.text("Read."))
+        await say(app, "read these")
+        read, redirected, public = [json.loads(m["content"]) for m in fake_llm.requests[1]["messages"]
+                                    if m["role"] == "tool"]
+        assert read["ok"] and "10:42" in read["result"]["text"]
+        other = odd_site.removeprefix("http://").split(":")[1]
+        assert redirected["error"] == (f"blocked_address: Refused to fetch from host '127.0.0.1': only {host} may be "
+                                       "fetched here (tools.web.allowed_hosts).")
+        assert other not in redirected["error"]
+        assert public["error"].startswith("blocked_address: Refused to fetch from host 'example.com'")
+    finally:
+        await runner.cleanup()
+    with pytest.raises(ConfigError, match=r"tools.web.allowed_hosts\[0\]: 'http://x' is not a host name or host:port"):
+        parse_config({"tools": {"web": {"allowed_hosts": ["http://x"]}}}, environ={})

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
+import httpx
+
 from bruce.config import WebToolsConfig
 from bruce.contracts import Risk, ToolContext, ToolContract, ToolHandler
-from tools.web import BraveBackend, DuckDuckGoBackend, SearchBackend, SearxNGBackend, read_url, web_search
+from bruce.errors import ToolFailed
+from tools.netguard import resolve_and_check
+from tools.web import BraveBackend, DuckDuckGoBackend, Guard, SearchBackend, SearxNGBackend, read_url, web_search
 
-__all__ = ["web_tools", "search_backend"]
+__all__ = ["web_tools", "search_backend", "only_hosts"]
 
 WEB_SEARCH = ToolContract(
     name="web.search",
@@ -92,15 +97,33 @@ def search_backend(config: WebToolsConfig) -> SearchBackend:
     return DuckDuckGoBackend()
 
 
+def only_hosts(allowed: Collection[str]) -> Guard:
+    """The SSRF guard, plus: the URL's host (``host`` or ``host:port``) must be in ``allowed``
+    (``tools.web.allowed_hosts``). It runs on the first URL and on every redirect target."""
+    hosts = frozenset(h.lower() for h in allowed)
+
+    async def guard(url: str, *, allow_private: bool) -> None:
+        await resolve_and_check(url, allow_private=allow_private)
+        parsed = httpx.URL(url)  # resolve_and_check has refused what does not parse
+        host = parsed.host.lower()
+        shown = f"[{host}]" if ":" in host else host
+        if shown not in hosts and f"{shown}:{parsed.port}" not in hosts:
+            raise ToolFailed(f"Refused to fetch from host '{shown}': only {', '.join(sorted(hosts))} may be fetched "
+                             "here (tools.web.allowed_hosts).", code="blocked_address")
+
+    return guard
+
+
 def web_tools(config: WebToolsConfig, *, backend: SearchBackend | None = None) -> list[tuple[ToolContract, ToolHandler]]:
     chosen = backend or search_backend(config)
+    guard = only_hosts(config.allowed_hosts) if config.allowed_hosts else resolve_and_check
 
     async def search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         return await web_search(args["query"], backend=chosen, max_results=args.get("max_results", config.max_results))
 
     async def read(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         return await read_url(args["url"], allow_private=config.allow_private, max_bytes=config.read_max_bytes,
-                              timeout_s=config.read_timeout_s)
+                              timeout_s=config.read_timeout_s, guard=guard)
 
     ttl = config.cache_ttl_s
     return [(replace(WEB_SEARCH, cache_ttl_s=ttl), search), (replace(WEB_READ_URL, cache_ttl_s=ttl), read)]
