@@ -550,6 +550,12 @@ def _parse(response: Any, model: str) -> LLMReply:
 
 
 def _cost(litellm: Any, response: Any) -> float | None:
+    """The call's price: litellm has already worked it out for a reply it parsed itself (its
+    ``_hidden_params``), so it is computed again only for a stream we assembled."""
+    hidden = getattr(response, "_hidden_params", None)
+    known = hidden.get("response_cost") if isinstance(hidden, dict) else None
+    if isinstance(known, int | float) and not isinstance(known, bool) and known > 0:
+        return float(known)
     try:
         cost = litellm.completion_cost(completion_response=response)
     except Exception:  # unknown model or price: cost stays unknown

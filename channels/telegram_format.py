@@ -487,6 +487,34 @@ def split_html(html_text: str, limit: int = 4096) -> list[str]:
     ``MIN_SPLIT_LIMIT``."""
     if limit < MIN_SPLIT_LIMIT:
         raise ValueError(f"limit must be at least {MIN_SPLIT_LIMIT}")
+    if _already_one_piece(html_text, limit):  # most replies: skip the atom-by-atom scan
+        return [html_text]
+    return _split(html_text, limit)
+
+
+def _already_one_piece(html_text: str, limit: int) -> bool:
+    """True when ``_split`` would return ``[html_text]`` unchanged: it fits, its visible text is
+    not blank and has no blanks to trim at either end, it has no empty tag pair, and its tags
+    close in order. (Conservative: when in doubt, False, and ``_split`` decides.)"""
+    if _u16(html_text) > limit or _EMPTY_PAIR.search(html_text):
+        return False
+    visible = plain_text(html_text)
+    if not visible.strip() or visible != visible.strip():
+        return False
+    open_tags: list[str] = []
+    for match in _TAG.finditer(html_text):
+        raw = match.group(0)
+        name = match.group(1).lower()
+        if raw.endswith("/>"):
+            continue
+        if not raw.startswith("</"):
+            open_tags.append(name)
+        elif not open_tags or open_tags.pop() != name:
+            return False
+    return not open_tags
+
+
+def _split(html_text: str, limit: int) -> list[str]:
     atoms = _atoms(html_text)
     pieces: list[str] = []
     stack: list[_Atom] = []
@@ -517,7 +545,7 @@ def split_html(html_text: str, limit: int = 4096) -> list[str]:
     return pieces
 
 
-_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
+_TAG = re.compile(r"</?([A-Za-z][A-Za-z0-9-]*)(?:\s[^<>]*)?/?>")
 
 
 def plain_text(html_text: str) -> str:

@@ -84,7 +84,31 @@ async def test_known_model_gets_a_cost(app_factory, fake_llm):
     await say(app, "hi")
     (call,) = await rows(app, "SELECT cost_usd, prompt_tokens, completion_tokens FROM llm_calls")
     assert call["prompt_tokens"] == 1000 and call["completion_tokens"] == 100
-    assert call["cost_usd"] is not None and call["cost_usd"] > 0
+    import litellm
+
+    prompt_usd, completion_usd = litellm.cost_per_token(model="gpt-4o-mini", prompt_tokens=1000, completion_tokens=100)
+    assert call["cost_usd"] == pytest.approx(prompt_usd + completion_usd) and call["cost_usd"] > 0
+
+
+async def test_a_streamed_reply_is_priced_the_same(clock, make_config, fake_llm):
+    """A stream is assembled by Bruce, not litellm: its price is worked out from the usage it reported."""
+    from tests.fakes.channel import ProgressRecordingChannel
+
+    channel = ProgressRecordingChannel()
+    app = await build_app(make_config(llm={"model": "openai/gpt-4o-mini"}), clock=clock, environ={},
+                          extra_channels=[channel])
+    await app.start()
+    fake_llm.add(Step.text("hi", prompt_tokens=1000, completion_tokens=100))
+    await say(app, "hi")
+    import litellm
+
+    prompt_usd, completion_usd = litellm.cost_per_token(model="gpt-4o-mini", prompt_tokens=1000, completion_tokens=100)
+    try:
+        (call,) = await rows(app, "SELECT cost_usd FROM llm_calls")
+    finally:
+        await app.stop()
+    assert call["cost_usd"] == pytest.approx(prompt_usd + completion_usd)
+    assert fake_llm.requests[0].get("stream") is True and channel.sent[-1][1] == "hi"
 
 
 async def test_unknown_model_cost_is_null(app, fake_llm):

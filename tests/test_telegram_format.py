@@ -434,3 +434,22 @@ def test_the_visible_text_survives_a_split() -> None:
     pieces = split_html(out, 300)
     assert all(well_formed(p) for p in pieces)
     assert html.unescape(" ".join(plain_text(p) for p in pieces)).split() == plain_text(out).split()
+
+
+def test_the_one_piece_shortcut_gives_what_the_full_split_gives() -> None:
+    """``split_html`` returns a text that is already one piece as it is; checked against the
+    atom-by-atom split on short replies, edge cases and random markup."""
+    from channels.telegram_format import _already_one_piece, _split
+
+    fragments = ["word", " ", "\n", "\n\n", "<b>", "</b>", "<i>", "</i>", "&amp;", "&#32;", "&nbsp;", "&#10;", "<br/>",
+                 '<a href="https://example.com">', "</a>", "<pre>", "</pre>", "<code>", "</code>", "x" * 30, "é🙂", "<",
+                 "<b></b>", "   "]
+    cases = ["hi", " hi", "hi ", "\nhi", "<b>hi</b>", "<b> hi</b>", "<b>hi </b>", "<b>hi", "hi</b>", "<b><i>x</b></i>",
+             "<b></b>hi", "hi<b></b>", "&#32;hi", "hi&#10;", "&nbsp;", "<br/>", "a < b", "🙂" * 20, "x" * 17,
+             to_telegram_html("Sure! Here is a **short** answer with a [link](https://example.org) and `code`.")]
+    rng = random.Random(11)
+    cases += ["".join(rng.choice(fragments) for _ in range(rng.randint(1, 12))) for _ in range(3000)]
+    for text in cases:
+        for limit in (MIN_SPLIT_LIMIT, 40, 4096):
+            assert split_html(text, limit) == _split(text, limit), (text, limit)
+    assert _already_one_piece(cases[19], 4096) and not _already_one_piece("<b> hi</b>", 4096)
