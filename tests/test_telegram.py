@@ -458,3 +458,54 @@ async def test_a_message_arriving_while_the_database_is_locked_is_kept_by_telegr
     finally:
         locker.close()
         await app.stop()
+
+
+def test_the_channel_starts_without_importing_aiogram():
+    """aiogram costs seconds of CPU to import: neither the app nor the Telegram channel module
+    may import it, so receiving starts at once (channels.telegram_bot loads it in a thread)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, bruce.app, channels.telegram; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'aiogram'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+async def test_a_get_me_refused_for_another_reason_names_the_keys_to_check(tg_config, clock, api):
+    api.fail_next("getMe", status=404, description="Not Found")
+    app = await build_app(tg_config(), clock=clock, environ={})
+    try:
+        with pytest.raises(ConfigError, match=r"getMe was refused \(404 Not Found\).*channels\.telegram\.api_base"):
+            await app.start()
+    finally:
+        await app.stop()
+
+
+async def test_a_rate_limited_poll_waits_as_long_as_telegram_asks(started, api, fake_llm, clock):
+    await started()
+    await api.wait_for("getUpdates")
+    api.fail_next("getUpdates", status=429, description="Too Many Requests: retry after 7", retry_after=7)
+    polls = len(api.calls_to("getUpdates"))
+    await api.wait_for("getUpdates", count=polls + 2)
+    assert 7.0 in clock.sleeps
+    fake_llm.add(Step.text("Back."))
+    api.push_message(OWNER, OWNER, "there?")
+    assert await replies(api, OWNER, 1) == ["Back."]
+
+
+async def test_a_bad_gateway_while_polling_is_logged_backed_off_and_polling_goes_on(started, api, fake_llm, clock):
+    """A proxy in front of the Bot API failing for a while: each failure logged with its status, then answered."""
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:
+        await started()
+        await api.wait_for("getUpdates")
+        api.fail_next("getUpdates", status=502, description="Bad Gateway", times=2)
+        polls = len(api.calls_to("getUpdates"))
+        await api.wait_for("getUpdates", count=polls + 3)
+        fake_llm.add(Step.text("Fine."))
+        api.push_message(OWNER, OWNER, "ok?")
+        assert await replies(api, OWNER, 1) == ["Fine."]
+    failed = [e for e in logs if e["event"] == "telegram.poll_failed"]
+    assert [e["attempt"] for e in failed][:2] == [1, 2] and "502" in failed[0]["error"]
