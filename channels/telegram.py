@@ -80,6 +80,7 @@ DRAFT_EVERY_S = 1.0
 START_BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)  # getMe at start while the network is down
 POLL_BACKOFF_MAX_S = 30.0
 CONTROL_TIMEOUT_S = 20.0  # getMe, deleteWebhook, setMyCommands, setWebhook
+MAX_ANSWER_BYTES = 32 * 2**20  # a getUpdates answer is at most 100 updates; a proxy gone wrong gets no more
 CONFLICTS_BEFORE_WARNING = 3
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 COMMANDS = [("help", "what I can do"), ("id", "your Telegram user id, for the allow-list"),
@@ -129,10 +130,12 @@ class BotAPI:
             self._http = aiohttp.ClientSession()
         async with self._http.post(f"{self._base}/{method}", json=params,
                                    timeout=aiohttp.ClientTimeout(total=timeout)) as response:
-            text = await response.text()
+            raw = await response.content.read(MAX_ANSWER_BYTES + 1)
             status = response.status
+        if len(raw) > MAX_ANSWER_BYTES:
+            raise Refused(method, status, f"an answer over {MAX_ANSWER_BYTES // 2**20} MB")
         try:
-            body = json.loads(text)
+            body = json.loads(raw)
         except ValueError:
             raise Refused(method, status, "not a JSON answer") from None
         if not isinstance(body, dict):
