@@ -1,5 +1,5 @@
 """The ``bruce`` command: run, chat, init, doctor, tools, approve / deny, pairing, jobs, usage, budget,
-config check.
+memory, mcp, eval, config check.
 
 ``run`` serves the console socket; ``chat`` attaches to it when a daemon answers there (else
 it runs Bruce in-process), and ``approve`` / ``deny`` are delivered over it (else written to
@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("check", help="validate the config and exit")
-    from bruce import doctor, jobs_cli, mcp_cli, memory_cli, onboarding, pairing, usage
+    from bruce import doctor, eval_cli, jobs_cli, mcp_cli, memory_cli, onboarding, pairing, usage
 
     pairing.add_arguments(sub.add_parser("pairing", help="strangers asking to talk to Bruce: list, approve, deny, revoke"))
     usage.add_usage_arguments(sub.add_parser("usage", help="model calls, tokens and cost per day and model"))
@@ -74,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
 
     memory_cli.add_arguments(sub.add_parser("memory", help="what Bruce remembers about you: list, export, forget"))
     mcp_cli.add_arguments(sub.add_parser("mcp", help="MCP: status of the configured servers; serve Bruce's tools"))
+    eval_cli.add_arguments(sub.add_parser("eval", help="evaluate a model and prompt on replayable cases: run, compare"))
     onboarding.add_arguments(sub.add_parser("init", help="write a first config.yml and .env (asks, or --non-interactive)"))
     doctor.add_arguments(sub.add_parser("doctor", help="check that this setup is ready to start"))
     return parser
@@ -346,6 +347,21 @@ def _mcp(config: Config, args: argparse.Namespace) -> int:
         return 0
 
 
+def _eval(config: Config, args: argparse.Namespace) -> int:
+    """``bruce eval``: quiet logs (the progress bar and the results are the output)."""
+    from bruce.eval_cli import eval_command
+
+    configure_logging(level="error", fmt=config.logging.format, redactor=Redactor(config.secrets()))
+    try:
+        return eval_command(config, args)
+    except BruceError as exc:
+        print(f"bruce: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # the cases in flight were cancelled; their folders are removed
+        print("bruce: eval interrupted; no run was written", file=sys.stderr)
+        return FORCED_EXIT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
@@ -373,8 +389,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _print_tools(config, getattr(args, "name", None))
     if args.command in ("pairing", "jobs", "usage", "budget", "memory"):
         return _store_command(config, args)
-    if args.command == "mcp":
-        return _mcp(config, args)
+    if args.command in ("mcp", "eval"):  # each sets up its own logging
+        return (_mcp if args.command == "mcp" else _eval)(config, args)
     if args.command in ("approve", "deny"):
         return _decide(config, args)
     chat = args.command == "chat"

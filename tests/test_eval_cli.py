@@ -1,0 +1,191 @@
+"""``bruce eval run`` and ``bruce eval compare`` as a user runs them (``bruce.cli.main``, and once
+as a subprocess for Ctrl-C): the last line and the exit status scripts gate on, the run folder,
+and exit 2 with a clear message for what cannot be used."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bruce.cli import main
+from bruce.eval.cases import load_cases
+from tests.fakes.eval_model import ScriptedModel
+from tests.fakes.llm_server import Step
+from tests.test_eval_judge import RUBRIC
+
+CASES = """
+cases:
+  - name: tip
+    tags: [arithmetic]
+    turns:
+      - user: "What is 18% of 245.50?"
+        expect:
+          tools_called: [math.calculate]
+          must_say: ['44[.,]19']
+  - name: hello
+    tags: [style]
+    turns:
+      - user: "Hi!"
+        expect: {max_chars: 100, no_tools: true}
+"""
+GOOD = {"tip": [[{"call": "math_calculate", "args": {"expression": "245.50 * 0.18"}}, {"say": "It is 44.19."}]],
+        "hello": [[{"say": "Hi there!"}]]}
+WORSE = {**GOOD, "tip": [[{"say": "About 44.19."}]]}
+
+
+@pytest.fixture
+def setup(tmp_path, fake_llm):
+    """A config next to an evals/ folder, pointing at the fake model; returns (config path, script it)."""
+    (tmp_path / "evals").mkdir()
+    (tmp_path / "evals" / "cases.yml").write_text(CASES, encoding="utf-8")
+    config = tmp_path / "config.yml"
+    config.write_text(yaml.safe_dump({
+        "assistant": {"timezone": "America/Sao_Paulo"},
+        "llm": {"model": "openai/configured", "api_base": fake_llm.base_url, "api_key": "sk-test-123456",
+                "retry_backoff_s": 0, "timeout_s": 10},
+        "storage": {"path": str(tmp_path / "bruce.db")},
+        "admin": {"port": 0},
+    }))
+    cases = load_cases(tmp_path / "evals")
+
+    def script(scripts):
+        fake_llm.responder = ScriptedModel(cases, scripts, judge_model="judge").respond
+
+    return config, script
+
+
+async def bruce(*argv: str) -> int:
+    return await asyncio.to_thread(main, list(argv))
+
+
+def runs(tmp_path: Path) -> list[Path]:
+    folder = tmp_path / "eval-runs"
+    return sorted(folder.iterdir()) if folder.exists() else []
+
+
+async def test_run_prints_each_case_and_last_the_count_and_writes_the_run(setup, tmp_path, capsys, fake_llm):
+    config, script = setup
+    script(GOOD)
+    assert await bruce("--config", str(config), "eval", "run", "--model", "openai/scripted") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "2 passed, 0 failed"
+    (folder,) = runs(tmp_path)  # eval.runs_dir: eval-runs/ next to the config
+    assert out[-2] == f"report: {folder / 'report.md'}"
+    assert out[0].startswith("PASS  tip  ") and " 2 calls " in out[0]
+    run = json.loads((folder / "run.json").read_text())
+    assert run["model"] == "openai/scripted" and run["judge"] is None and run["totals"]["passed"] == 2
+    assert {r["model"] for r in fake_llm.requests} == {"scripted"}  # --model, not llm.model
+
+
+async def test_a_failing_case_exits_1_with_its_precise_message(setup, tmp_path, capsys):
+    config, script = setup
+    script(WORSE)
+    assert await bruce("--config", str(config), "eval", "run", str(tmp_path / "evals"), "--model", "openai/m") == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "1 passed, 1 failed"
+    assert out[0].startswith("FAIL  tip") and out[1] == "      turn 1: tool math.calculate was not called (no tool " \
+                                                        "was called)"
+
+
+async def test_tags_repeat_and_the_judge(setup, tmp_path, capsys):
+    config, script = setup
+    script(GOOD)
+    shutil.copy(RUBRIC, tmp_path / "evals" / "rubric.yml")
+    code = await bruce("--config", str(config), "eval", "run", "--model", "openai/m", "--tag", "style",
+                       "--repeat", "2", "--judge", "openai/judge", "--jobs", "2")
+    assert code == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "PASS  hello  2/2 plays passed" and out[-1] == "1 passed, 0 failed"
+    run = json.loads((runs(tmp_path)[0] / "run.json").read_text())
+    assert [c["name"] for c in run["cases"]] == ["hello"] and run["repeat"] == 2
+    assert run["judge"]["model"] == "openai/judge" and run["judge"]["rubric_version"] == 1
+    assert run["totals"]["criteria"]["follows_user"] == {"mean": 5.0, "count": 2}
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--tag", "nothing"], "no case has the tag(s) nothing"),
+    (["--judge", "openai/judge", "--rubric", "missing.yml"], "missing.yml: cannot read the rubric"),
+])
+async def test_what_cannot_be_used_exits_2_and_writes_nothing(setup, tmp_path, capsys, extra, message):
+    config, _ = setup
+    assert await bruce("--config", str(config), "eval", "run", "--model", "openai/m", *extra) == 2
+    assert message in capsys.readouterr().err and runs(tmp_path) == []
+
+
+async def test_a_bad_case_file_exits_2_naming_the_file_case_and_key(setup, tmp_path, capsys):
+    config, _ = setup
+    bad = tmp_path / "evals" / "bad.yml"
+    bad.write_text("cases:\n  - name: broken\n    turns: [{user: hi, expect: {tools_called: [web.serch]}}]\n")
+    assert await bruce("--config", str(config), "eval", "run", "--model", "openai/m") == 2
+    err = capsys.readouterr().err
+    assert f"bruce: {bad}: case 'broken': turns[0].expect.tools_called[0].tool: no tool named 'web.serch'" in err
+    assert runs(tmp_path) == []
+
+
+async def test_a_model_without_a_key_is_refused_before_anything_runs(tmp_path, capsys, monkeypatch, fake_llm):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    (tmp_path / "evals").mkdir()
+    (tmp_path / "evals" / "cases.yml").write_text(CASES)
+    config = tmp_path / "config.yml"
+    config.write_text(yaml.safe_dump({"storage": {"path": str(tmp_path / "bruce.db")}}))
+    assert await bruce("--config", str(config), "eval", "run", "--model", "anthropic/claude-3-5-haiku-latest") == 2
+    assert "ANTHROPIC_API_KEY" in capsys.readouterr().err and fake_llm.requests == []
+
+
+def test_model_is_required():
+    with pytest.raises(SystemExit) as exited:
+        main(["eval", "run"])
+    assert exited.value.code == 2
+
+
+async def test_compare_exits_1_on_a_regression_0_the_other_way_and_2_for_a_missing_run(setup, tmp_path, capsys):
+    config, script = setup
+    script(GOOD)
+    await bruce("--config", str(config), "eval", "run", "--model", "openai/m")
+    script(WORSE)
+    await bruce("--config", str(config), "eval", "run", "--model", "openai/m", "--out", str(tmp_path / "other"))
+    good = runs(tmp_path)[0]
+    (worse,) = (tmp_path / "other").iterdir()
+    capsys.readouterr()
+    assert await bruce("--config", str(config), "eval", "compare", good.name, str(worse)) == 1  # a name in eval-runs/
+    out = capsys.readouterr().out.splitlines()
+    assert "  tip  turn 1 tools_called[0] math.calculate: passed → failed  turn 1: tool math.calculate was not " \
+           "called (no tool was called)" in out
+    assert out[-1] == "1 regression(s) in code checks, 0 improvement(s)"
+    assert await bruce("--config", str(config), "eval", "compare", str(worse), str(good)) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "0 regression(s) in code checks, 1 improvement(s)"
+    assert await bruce("--config", str(config), "eval", "compare", str(good), "no-such-run") == 2
+    assert f"bruce: {tmp_path / 'eval-runs' / 'no-such-run'}: no eval run here (no run.json)" in capsys.readouterr().err
+    (good / "run.json").write_text("garbled{")
+    assert await bruce("--config", str(config), "eval", "compare", str(good), str(worse)) == 2
+    assert "not a run file (it is not valid JSON)" in capsys.readouterr().err
+
+
+async def test_ctrl_c_mid_run_stops_cleans_up_and_writes_no_run(setup, tmp_path, fake_llm):
+    config, _ = setup
+    fake_llm.responder = lambda body: Step.delay(60, Step.text("late"))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**{k: v for k, v in os.environ.items() if k != "BRUCE_CONFIG"}, "TMPDIR": str(scratch),
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bruce.cli", "--config", str(config), "eval", "run", "--model", "openai/m",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=tmp_path)
+    for _ in range(600):  # both cases are waiting on the model
+        if len(fake_llm.requests) >= 2:
+            break
+        await asyncio.sleep(0.05)
+    assert len([p for p in scratch.iterdir() if p.name.startswith("bruce-eval-")]) == 2
+    proc.send_signal(signal.SIGINT)
+    out, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 130, err.decode()
+    assert "eval interrupted; no run was written" in err.decode() and out.decode() == ""
+    assert [p for p in scratch.iterdir() if p.name.startswith("bruce-eval-")] == [] and runs(tmp_path) == []
