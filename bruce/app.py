@@ -309,7 +309,8 @@ class App:
         self.admin = AdminServer(store=self.store, clock=self.clock, token=token, host=a.host, port=a.port,
                                  health=self._health, artifacts_dir=self.config.tools.artifacts.dir, jobs=self.jobs,
                                  budget=self.llm.budget, zone=self.config.assistant.zone,
-                                 chat_routes=chat.routes() if chat is not None and hasattr(chat, "routes") else None)
+                                 chat_routes=chat.routes() if chat is not None and hasattr(chat, "routes") else None,
+                                 eval_runs_dir=self.config.eval.runs_dir)
         try:
             return await self.admin.start()
         except OSError as exc:

@@ -7,6 +7,7 @@ filters: ``tool``, ``status``, ``conversation``, ``source``, ``since``, ``until`
 ``GET /healthz`` needs no token. A bad filter is a 400 naming it, never a 500.
 ``/memory`` lists long-term memory (``GET /api/memory``); one fact or all of it can be forgotten
 (``POST /api/memory/ID/forget``, ``POST /api/memory/forget-all``, and the page's forms).
+``/evals`` lists the runs of ``bruce eval`` (``bruce.admin.evals``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from aiohttp import web
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from bruce.admin.auth import COOKIE, LoginLimiter, Session, Sessions, same
+from bruce.admin.evals import EvalPages
 from bruce.budget import Budget
 from bruce.clock import Clock, utc_iso
 from bruce.jobs import JobBook, JobError, JobView
@@ -58,8 +60,9 @@ class AdminServer:
     def __init__(self, *, store: Store, clock: Clock, token: str, host: str, port: int,
                  health: Health | None = None, artifacts_dir: Path | None = None, jobs: JobBook | None = None,
                  budget: Budget | None = None, zone: ZoneInfo | None = None,
-                 chat_routes: list[web.RouteDef] | None = None) -> None:
+                 chat_routes: list[web.RouteDef] | None = None, eval_runs_dir: Path | None = None) -> None:
         self._chat_routes = chat_routes or []
+        self._eval_runs_dir = eval_runs_dir
         self._store = store
         self._budget = budget
         self._zone = zone or ZoneInfo("UTC")
@@ -134,6 +137,7 @@ class AdminServer:
         app.router.add_get("/artifacts", self._artifacts_page)
         app.router.add_get("/artifacts/{id}/{filename}", self._artifact_file)
         app.router.add_get("/chat", self._chat_page)
+        app.router.add_routes(EvalPages(self._eval_runs_dir, self._page).routes())  # bruce eval's runs
         app.router.add_routes(self._chat_routes)  # the web channel's (channels/web.py), behind the same gate
         app.router.add_static("/static/", STATIC, append_version=False)
         return app

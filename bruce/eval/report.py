@@ -10,12 +10,14 @@ import os
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bruce.errors import BruceError
 from bruce.eval.judge import CRITERIA
 from bruce.eval.observed import CallStats
-from bruce.eval.runner import Attempt, CaseOutcome
+
+if TYPE_CHECKING:  # reading runs (compare, the admin page) needs none of the machinery that plays them
+    from bruce.eval.runner import Attempt, CaseOutcome
 
 __all__ = ["RUN_FILE", "REPORT_FILE", "FORMAT", "RunError", "new_run_folder", "run_record", "write_run", "load_run",
            "markdown", "list_runs"]
