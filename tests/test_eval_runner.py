@@ -172,4 +172,26 @@ def test_the_case_clock_starts_at_the_setup_moment():
 
     start = datetime.fromisoformat("2026-03-06T09:00:00-03:00")
     clock = CaseClock(start)
-    assert 0 <= (clock.now() - start).total_seconds() < 1
+    assert 0 <= (clock.now() - start).total_seconds() < 1 and clock.now().utcoffset().total_seconds() == 0
+
+
+async def test_a_case_can_ask_for_memory_extraction_between_its_turns(tmp_path, make_config, fake_llm):
+    path = tmp_path / "memory.yml"
+    path.write_text("""
+cases:
+  - name: learns
+    setup: {extract_memory: true}
+    turns:
+      - user: "My sister is called Rita."
+      - user: "What's my sister's name?"
+        expect: {must_say: [Rita]}
+""", encoding="utf-8")
+    (case,) = load_cases(path)
+    scripts = {"learns": [[{"say": "Nice!"}], [{"say": "Your sister is Rita."}]]}
+    fact = json.dumps([{"type": "fact", "content": "The owner's sister is called Rita.", "confidence": 0.9}])
+    fake_llm.responder = ScriptedModel([case], scripts, extraction=fact).respond
+    attempt = await play_case(case, make_config(), RunSettings(model="openai/x", environ={}))
+    assert attempt.passed, attempt.failures()
+    second = [r for r in fake_llm.requests if r["messages"][-1]["content"] == "What's my sister's name?"][0]
+    assert "The owner's sister is called Rita." in second["messages"][0]["content"]  # learnt after turn 1
+    assert attempt.llm.calls == 4 and attempt.turns[0].llm.calls == 1  # extractions count for the case only

@@ -3,7 +3,7 @@ model latency and deadlines still measure real time."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from bruce.clock import Clock, SystemClock
 
@@ -13,7 +13,7 @@ __all__ = ["CaseClock"]
 class CaseClock:
     def __init__(self, start: datetime | None = None, base: Clock | None = None) -> None:
         self._base = base or SystemClock()
-        self._start = start or self._base.now()
+        self._start = (start or self._base.now()).astimezone(UTC)  # the Clock protocol's instants are UTC
         self._origin = self._base.monotonic()
 
     def now(self) -> datetime:

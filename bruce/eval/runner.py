@@ -86,7 +86,8 @@ class CaseOutcome:
 
 def case_config(base: Config, folder: Path, *, model: str, web_host: str, timezone: str | None = None) -> Config:
     """The loaded config for one case: its own files, ``llm.model`` replaced (fallbacks off, so
-    every answer is the model's under test), nothing that reaches outside the machine."""
+    every answer is the model's under test), nothing that reaches outside the machine. Memory is
+    on (its tools work); its background extraction runs only in cases that ask for it, at once."""
     tools = base.tools
     web_base = f"http://{web_host}"
     assistant = base.assistant.model_copy(update={"shutdown_timeout_s": 5.0, **({"timezone": timezone} if timezone
@@ -98,7 +99,7 @@ def case_config(base: Config, folder: Path, *, model: str, web_host: str, timezo
         "channels": ChannelsConfig(),  # no chat platform
         "admin": base.admin.model_copy(update={"enabled": False}),
         "console": base.console.model_copy(update={"socket_path": folder / "bruce.sock"}),
-        "memory": base.memory.model_copy(update={"enabled": True}),
+        "memory": base.memory.model_copy(update={"enabled": True, "extract_after_s": 0.0}),
         "mcp_servers": {},
         "tools": tools.model_copy(update={
             "web": tools.web.model_copy(update={"search_backend": "searxng", "searxng_url": web_base,
@@ -210,6 +211,8 @@ async def _converse(app: App, channel: CaptureChannel, case: Case, pages: PageSe
     checks: list[CheckResult] = []
     for index, turn in enumerate(case.spec.turns, start=1):
         record = await _play_turn(app, channel, conversation_id, index, pages.expand(turn.user), timeout_s)
+        if case.spec.setup.extract_memory and app.memory is not None:
+            await app.memory.wait_idle()  # what the turn taught is remembered before the next one
         turns.append(record)
         checks += check_turn(turn.expect, record, zone)
     return turns, checks

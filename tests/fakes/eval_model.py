@@ -10,7 +10,7 @@ assistant messages follow the last one: no state, so cases may run in any order,
 Placeholders, filled from the request the way a real model reads its context: ``{web}`` (the
 case's page server, from the user's messages), ``{url}`` (the ``url`` the last tool result
 returned), ``{job_id:REGEX}`` (the id of the job whose content matches, from a tool result).
-A judge call (``judge_model``) gets ``judge(body)``; a memory extraction call gets ``[]``.
+A judge call (``judge_model``) gets ``judge(body)``; a memory extraction call gets ``extraction``.
 """
 
 from __future__ import annotations
@@ -63,8 +63,10 @@ def _find(value: Any, key: str) -> list[Any]:
 
 class ScriptedModel:
     def __init__(self, cases: Sequence[Case], scripts: dict[str, list[list[dict[str, Any]]]], *,
-                 judge_model: str | None = None, judge: Callable[[dict[str, Any]], Step] | None = None) -> None:
+                 judge_model: str | None = None, judge: Callable[[dict[str, Any]], Step] | None = None,
+                 extraction: str = "[]") -> None:
         self.scripts = scripts
+        self.extraction = extraction
         self.by_first = {case.spec.turns[0].user: case.name for case in cases}
         self.judge_model = judge_model
         self.judge = judge or (lambda body: Step.text(json.dumps(FULL_MARKS)))
@@ -75,7 +77,7 @@ class ScriptedModel:
         if self.judge_model is not None and body.get("model") == self.judge_model:
             return self.judge(body)
         if messages and messages[0].get("content") == EXTRACTION_INSTRUCTIONS:
-            return Step.text("[]")
+            return Step.text(self.extraction)
         users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
         first = _LOCAL.sub("{web}", messages[users[0]]["content"]) if users else ""
         name = self.by_first.get(first)
