@@ -1,8 +1,9 @@
 """How fast does Bruce answer on Telegram, and what does a message cost it?
 
 Runs the daemon's real wiring (``build_app`` from a config with ``channels.telegram`` enabled,
-plus the console socket ``bruce run`` adds; store, litellm, tools, worker, outbox, the aiogram
-adapter long-polling with ``poll_timeout_s: 1``) against two fakes on 127.0.0.1:
+plus the console socket ``bruce run`` adds; store, litellm, tools, worker, outbox, the Telegram
+adapter long-polling with ``poll_timeout_s: 1``, aiogram loading in a thread meanwhile) against
+two fakes on 127.0.0.1:
 
 * ``tests.fakes.telegram_api.FakeTelegramAPI``: the Bot API the adapter polls and sends to;
 * ``tests.fakes.llm_server.FakeLLMServer``: the model, answering after a fixed latency.
@@ -29,13 +30,7 @@ Usage (from the repo root)::
     .venv/bin/python benchmarks/telegram_load.py [--messages 30] [--chats 50] [--rounds 3]
         [--latency-ms 50] [--burst-latency-ms 1000] [--gap-ms 100] [--warmup 3]
         [--telegram subprocess|inproc] [--server subprocess|inproc] [--log-level info]
-        [--profile out.pstats] [--hold-aiogram-responses] [--json]
-
-``--hold-aiogram-responses`` is a diagnostic: it keeps strong references to aiogram's
-``Response[T]`` models for the methods the adapter calls. pydantic caches parametrized generics
-only weakly, so without them aiogram's ``check_response`` rebuilds ``Response[bool]`` /
-``Response[list[Update]]`` / ``Response[Message]`` (a pydantic schema build each) whenever the
-garbage collector has dropped them.
+        [--profile out.pstats] [--json]
 """
 
 from __future__ import annotations
@@ -55,26 +50,6 @@ from benchmarks._channel_load import FakeChannel, OnCall, main, parser  # noqa: 
 TOKEN = "123456:BENCH-token-abcdefghij"
 WATCHED = frozenset({"getMe", "setMyCommands", "deleteWebhook", "getUpdates", "sendMessage", "sendMessageDraft",
                      "sendChatAction"})
-
-
-_HELD: list[Any] = []
-
-
-def _hold_aiogram_responses() -> None:
-    """Build and keep aiogram's Response[T] for the methods the adapter calls (see the docstring)."""
-    from aiogram.client.session.base import Response
-    from aiogram.methods import (
-        DeleteWebhook,
-        GetMe,
-        GetUpdates,
-        SendChatAction,
-        SendMessage,
-        SendMessageDraft,
-        SetMyCommands,
-    )
-
-    for method in (GetMe, SetMyCommands, DeleteWebhook, GetUpdates, SendMessage, SendMessageDraft, SendChatAction):
-        _HELD.append(Response[method.__returning__])  # type: ignore[name-defined]
 
 
 class Telegram(FakeChannel):
@@ -120,23 +95,16 @@ class Telegram(FakeChannel):
                 "poll_timeout_s": args.poll_timeout_s}
 
     def meta(self, args: argparse.Namespace) -> dict[str, Any]:
-        return {"poll_timeout_s": args.poll_timeout_s, "hold_aiogram_responses": args.hold_aiogram_responses}
-
-    def before_start(self, args: argparse.Namespace) -> None:
-        if args.hold_aiogram_responses:
-            _hold_aiogram_responses()
+        return {"poll_timeout_s": args.poll_timeout_s}
 
     @staticmethod
     def table_note(meta: dict[str, Any]) -> str:
-        return f", poll_timeout_s={meta['poll_timeout_s']}" + (
-            ", aiogram Response[T] held" if meta["hold_aiogram_responses"] else "")
+        return f", poll_timeout_s={meta['poll_timeout_s']}"
 
 
 def _parser() -> argparse.ArgumentParser:
     p = parser(__doc__.split("\n\n")[0], Telegram)
     p.add_argument("--poll-timeout-s", type=int, default=1, help="channels.telegram.poll_timeout_s (default 1)")
-    p.add_argument("--hold-aiogram-responses", action="store_true",
-                   help="diagnostic: keep aiogram's Response[T] models alive (see the module docstring)")
     return p
 
 

@@ -193,11 +193,13 @@ class TelegramChannel:
         log.info("telegram.started", mode=self._section.mode, bot=self._username or None)
 
     async def _load_sdk(self) -> TelegramBot:
+        started = time.monotonic()
         try:
             module = await asyncio.to_thread(importlib.import_module, "channels.telegram_bot")
         except Exception:  # a broken install: nothing can be read or sent, say so once
             log.exception("telegram.sdk_failed")
             raise
+        log.info("telegram.sdk_ready", seconds=round(time.monotonic() - started, 2))
         assert self._section.token is not None
         bot: TelegramBot = module.TelegramBot(self._section.token.get_secret_value(), self._section.api_base)
         return bot
