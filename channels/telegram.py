@@ -61,7 +61,7 @@ from aiohttp import web
 from bruce.channel import ConfirmationRequest, Inbound, IncomingMessage
 from bruce.clock import Clock
 from bruce.config import TelegramConfig
-from bruce.errors import BruceError, ConfigError, StoreError
+from bruce.errors import BruceError, ChannelSendError, ConfigError, StoreError
 from bruce.progress import ProgressEvent, TextDelta, Thinking, ToolFinished, ToolStarted
 from channels.telegram_format import split_html, to_telegram_html
 
@@ -206,8 +206,8 @@ class TelegramChannel:
 
     async def _bot(self) -> TelegramBot:
         """aiogram's side of the channel, once its import has finished."""
-        if self._sdk is None:  # (sending before start: recovery's replies are sent after it)
-            self._sdk = asyncio.create_task(self._load_sdk(), name="telegram.sdk")
+        if self._sdk is None:  # not started, or stopped: the outbox keeps the reply for later
+            raise ChannelSendError("the Telegram channel is not running", retryable=True)
         return await asyncio.shield(self._sdk)
 
     async def _connect(self, *, first: bool) -> bool:
