@@ -509,3 +509,14 @@ async def test_a_bad_gateway_while_polling_is_logged_backed_off_and_polling_goes
         assert await replies(api, OWNER, 1) == ["Fine."]
     failed = [e for e in logs if e["event"] == "telegram.poll_failed"]
     assert [e["attempt"] for e in failed][:2] == [1, 2] and "502" in failed[0]["error"]
+
+
+async def test_a_reply_to_a_channel_that_is_not_running_is_kept_for_later(tg_config, clock):
+    """Before start or after stop there is no bot to send with: the outbox is told to try again later."""
+    from bruce.errors import ChannelSendError
+    from channels.telegram import TelegramChannel
+
+    channel = TelegramChannel(tg_config().channels.telegram, clock=clock)
+    with pytest.raises(ChannelSendError, match="not running") as raised:
+        await channel.send_text("111", "hello")
+    assert raised.value.retryable
