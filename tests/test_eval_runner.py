@@ -88,6 +88,7 @@ async def test_model_replaces_llm_model_and_keeps_the_rest_of_llm(cases, make_co
     assert config.storage.path == tmp_path / "bruce.db" and config.tools.files.notes_dir == tmp_path / "notes"
     assert config.tools.web.searxng_url == "http://127.0.0.1:1" and config.tools.web.allowed_hosts == ["127.0.0.1:1"]
     assert config.mcp_servers == {} and not config.channels.telegram.enabled and not config.admin.enabled
+    assert config.limits.messages_per_minute >= 10_000  # a case's turns come faster than a person types
 
     fake_llm.responder = ScriptedModel(cases, SCRIPTS).respond
     attempt = await play_case(cases[0], base, RunSettings(model="openai/candidate", environ={}))

@@ -26,7 +26,7 @@ import structlog
 
 from bruce.app import App, build_app, stop_tool_workers
 from bruce.channel import IncomingMessage
-from bruce.config import ChannelsConfig, Config
+from bruce.config import ChannelsConfig, Config, LimitsConfig
 from bruce.eval.cases import Case
 from bruce.eval.channel import CHANNEL, CaptureChannel
 from bruce.eval.checks import CheckResult, check_turn
@@ -101,6 +101,7 @@ def case_config(base: Config, folder: Path, *, model: str, web_host: str, timezo
         "console": base.console.model_copy(update={"socket_path": folder / "bruce.sock"}),
         "memory": base.memory.model_copy(update={"enabled": True, "extract_after_s": 0.0}),
         "mcp_servers": {},
+        "limits": LimitsConfig(messages_per_minute=10_000, messages_per_hour=100_000),  # a case's turns come fast
         "tools": tools.model_copy(update={
             "web": tools.web.model_copy(update={"search_backend": "searxng", "searxng_url": web_base,
                                                 "brave_api_key": None, "allow_private": True,
