@@ -196,3 +196,21 @@ cases:
     second = [r for r in fake_llm.requests if r["messages"][-1]["content"] == "What's my sister's name?"][0]
     assert "The owner's sister is called Rita." in second["messages"][0]["content"]  # learnt after turn 1
     assert attempt.llm.calls == 4 and attempt.turns[0].llm.calls == 1  # extractions count for the case only
+
+
+async def test_a_claim_no_tool_backs_fails_the_case_even_once_bruce_corrected_it(tmp_path, make_config, fake_llm):
+    """The real flow: the model says it scheduled a reminder without calling the tool; Bruce's
+    grounding makes one correction call; the case still fails, saying what the model claimed."""
+    path = tmp_path / "claim.yml"
+    path.write_text("cases:\n  - name: claims\n    turns:\n      - user: Remind me at 5 to call Ana.\n"
+                    "        expect: {max_chars: 40}\n", encoding="utf-8")
+    (case,) = load_cases(path)
+    fake_llm.add(Step.text("Done! I've scheduled a reminder for 17:00 to call Ana."),
+                 Step.text("I could not set that reminder: no tool ran. Shall I try again?"))
+    attempt = await play_case(case, make_config(), RunSettings(model="openai/x", environ={}))
+    assert attempt.turns[0].reply == "I could not set that reminder: no tool ran. Shall I try again?"
+    assert attempt.failures() == [
+        "turn 1: the reply is 62 characters long, more than the 40 allowed",
+        "turn 1: the model's answer claimed an action no tool did (1 claim(s); Bruce's correction call rewrote it "
+        "before it was sent; tools that succeeded: none)"]
+    assert attempt.llm.calls == 2  # the answer and the correction, both in the case's telemetry

@@ -24,7 +24,6 @@ import structlog
 from bruce.clock import Clock, SystemClock
 from bruce.config import Config, LLMConfig, ModelEndpoint, parse_yaml
 from bruce.errors import BruceError, ConfigError, LLMError
-from bruce.eval.cases import Case
 from bruce.eval.observed import CallStats, TurnRecord, call_stats
 from bruce.llm import LLMService
 from bruce.store import Store
@@ -198,8 +197,8 @@ class Judge:
                 "rubric_path": self.rubric.path, "rubric_sha256": self.rubric.sha256,
                 "prompt": self.rubric.system_prompt(), "criteria": list(CRITERIA)}
 
-    async def score(self, case: Case, turns: Sequence[TurnRecord]) -> list[Verdict]:
-        """A verdict per reply of the case, in order (the judge sees the conversation up to it)."""
+    async def score(self, turns: Sequence[TurnRecord]) -> list[Verdict]:
+        """A verdict per reply of a case, in order (the judge sees the conversation up to it)."""
         return [await self._one(turns, index) for index in range(1, len(turns) + 1)]
 
     async def _one(self, turns: Sequence[TurnRecord], index: int) -> Verdict:

@@ -252,7 +252,7 @@ async def play_case(case: Case, base: Config, settings: RunSettings, *, number: 
                        duration_ms=(clock.monotonic() - started) * 1000)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    verdicts = tuple(await judge.score(case, turns)) if judge is not None else ()
+    verdicts = tuple(await judge.score(turns)) if judge is not None else ()
     log.info("eval.case_played", case=case.name, attempt=number, checks=len(checks),
              failed=sum(not c.passed for c in checks))
     return Attempt(case.name, number, tuple(turns), tuple(checks), calls, verdicts,
