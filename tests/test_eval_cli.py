@@ -189,3 +189,13 @@ async def test_ctrl_c_mid_run_stops_cleans_up_and_writes_no_run(setup, tmp_path,
     assert proc.returncode == 130, err.decode()
     assert "eval interrupted; no run was written" in err.decode() and out.decode() == ""
     assert [p for p in scratch.iterdir() if p.name.startswith("bruce-eval-")] == [] and runs(tmp_path) == []
+
+
+async def test_a_model_that_fails_every_call_ends_the_run_with_exit_1(setup, tmp_path, capsys, fake_llm):
+    config, _ = setup
+    fake_llm.responder = lambda body: Step.error(500, "internal error")
+    assert await asyncio.wait_for(bruce("--config", str(config), "eval", "run", "--model", "openai/broken"), 60) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "0 passed, 2 failed"
+    assert any(line.strip().startswith("turn 1: no answer: the turn ended failed") for line in out)
+    assert len(runs(tmp_path)) == 1  # the run is written all the same
