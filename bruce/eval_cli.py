@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -116,6 +117,11 @@ def _run(config: Config, args: argparse.Namespace) -> int:
     if hint:
         print(f"bruce: {hint}", file=sys.stderr)
         return USAGE_ERROR
+    runs_dir = args.out if args.out is not None else config.eval.runs_dir
+    problem = _unwritable(runs_dir)
+    if problem:  # found now, not after the cases have been played
+        print(f"bruce: {problem}", file=sys.stderr)
+        return USAGE_ERROR
     settings = RunSettings(model=args.model, jobs=args.jobs, repeat=args.repeat)
     clock = SystemClock()
     started = clock.now()
@@ -123,15 +129,31 @@ def _run(config: Config, args: argparse.Namespace) -> int:
     record = run_record(run_id="", started_at=started, finished_at=clock.now(), model=args.model,
                         api_base=config.llm.api_base, cases_path=str(path), tags=args.tag, repeat=args.repeat,
                         jobs=args.jobs, judge=judge_record, outcomes=outcomes)
-    folder = new_run_folder(args.out if args.out is not None else config.eval.runs_dir, started)
-    record["id"] = folder.name
-    write_run(folder, record)
     for line in _summary(outcomes):
         print(line)
-    print(f"report: {folder / REPORT_FILE}")
+    written = True
+    try:
+        folder = new_run_folder(runs_dir, started)
+        record["id"] = folder.name
+        write_run(folder, record)
+        print(f"report: {folder / REPORT_FILE}")
+    except OSError as exc:  # a full disk: the results above are all there is
+        print(f"bruce: the run could not be written to {runs_dir} ({exc.strerror or exc})", file=sys.stderr)
+        written = False
     passed = sum(o.passed for o in outcomes)
     print(f"{passed} passed, {len(outcomes) - passed} failed", flush=True)
-    return 0 if passed == len(outcomes) else 1
+    return 0 if passed == len(outcomes) and written else 1
+
+
+def _unwritable(runs_dir: Path) -> str | None:
+    """Why no run folder can be made in ``runs_dir``, or None."""
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=runs_dir):
+            pass
+    except OSError as exc:
+        return f"cannot write runs in {runs_dir} ({exc.strerror or exc}); choose another folder with --out"
+    return None
 
 
 async def _play(config: Config, cases: list[Case], settings: RunSettings, judge_model: str | None,

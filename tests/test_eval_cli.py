@@ -199,3 +199,11 @@ async def test_a_model_that_fails_every_call_ends_the_run_with_exit_1(setup, tmp
     assert out[-1] == "0 passed, 2 failed"
     assert any(line.strip().startswith("turn 1: no answer: the turn ended failed") for line in out)
     assert len(runs(tmp_path)) == 1  # the run is written all the same
+
+
+async def test_a_runs_folder_that_cannot_be_written_is_refused_before_playing(setup, tmp_path, capsys, fake_llm):
+    config, _ = setup
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    assert await bruce("--config", str(config), "eval", "run", "--model", "openai/m", "--out", str(blocker)) == 2
+    assert f"bruce: cannot write runs in {blocker}" in capsys.readouterr().err and fake_llm.requests == []
