@@ -128,7 +128,8 @@ def _run(config: Config, args: argparse.Namespace) -> int:
     judge_record, outcomes = asyncio.run(_play(config, cases, settings, args.judge, rubric, warm_up=model.warm_up))
     record = run_record(run_id="", started_at=started, finished_at=clock.now(), model=args.model,
                         api_base=config.llm.api_base, cases_path=str(path), tags=args.tag, repeat=args.repeat,
-                        jobs=args.jobs, judge=judge_record, outcomes=outcomes)
+                        jobs=args.jobs, judge=judge_record, outcomes=outcomes,
+                        system_prompt=config.assistant.system_prompt)
     for line in _summary(outcomes):
         print(line)
     written = True

@@ -37,7 +37,7 @@ WORSE = {"tip": [[{"say": "About 44.19."}]], "hello": [[{"say": "Hello! " * 30}]
 T0 = datetime(2026, 3, 6, 12, 0, tzinfo=UTC)
 
 
-async def play(tmp_path, make_config, fake_llm, scripts, *, scores=None) -> dict:
+async def play(tmp_path, make_config, fake_llm, scripts, *, scores=None, prompt="Be brief.") -> dict:
     path = tmp_path / "cases.yml"
     path.write_text(CASES, encoding="utf-8")
     cases = load_cases(path)
@@ -51,7 +51,8 @@ async def play(tmp_path, make_config, fake_llm, scripts, *, scores=None) -> dict
     finally:
         await judge.close()
     return run_record(run_id="r", started_at=T0, finished_at=T0, model="openai/m", api_base=None,
-                      cases_path=str(path), tags=[], repeat=1, jobs=4, judge=judge.record(), outcomes=outcomes)
+                      cases_path=str(path), tags=[], repeat=1, jobs=4, judge=judge.record(), outcomes=outcomes,
+                      system_prompt=prompt)
 
 
 def test_run_folders_never_collide(tmp_path):
@@ -109,9 +110,12 @@ def test_a_missing_or_garbled_run_is_a_clear_error(tmp_path, content, error):
 async def test_compare_shows_a_regression_per_check_and_criterion_and_the_improvements(tmp_path, make_config,
                                                                                         fake_llm):
     good = await play(tmp_path, make_config, fake_llm, GOOD)
-    worse = await play(tmp_path, make_config, fake_llm, WORSE, scores={"tone_concision": {"score": 2, "reason": "x"}})
+    worse = await play(tmp_path, make_config, fake_llm, WORSE, scores={"tone_concision": {"score": 2, "reason": "x"}},
+                       prompt="Be thorough.")
     good["id"], worse["id"] = "A", "B"
     result = compare_runs(good, worse)
+    assert len(result.notes) == 1 and result.notes[0].startswith("the system prompt changed (")
+    assert good["system_prompt"] == "Be brief." and len(good["system_prompt_sha256"]) == 64
     assert [(c.case, c.what, c.before, c.after) for c in result.code_regressions] == [
         ("hello", "turn 1 max_chars", "passed", "failed"),
         ("tip", "turn 1 tools_called[0] math.calculate", "passed", "failed")]

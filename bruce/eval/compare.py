@@ -137,6 +137,9 @@ def _setting_notes(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
         notes.append(f"model: {a.get('model')} → {b.get('model')}")
     if _judge(a) != _judge(b):
         notes.append(f"judge: {_judge(a)} → {_judge(b)}")
+    prompts = [run.get("system_prompt_sha256") for run in (a, b)]
+    if None not in prompts and prompts[0] != prompts[1]:
+        notes.append(f"the system prompt changed ({str(prompts[0])[:8]} → {str(prompts[1])[:8]})")
     versions = [(run.get("judge") or {}).get("rubric_version") for run in (a, b)]
     if None not in versions and versions[0] != versions[1]:
         notes.append(f"the rubric changed (v{versions[0]} → v{versions[1]}): scores are not comparable as is")

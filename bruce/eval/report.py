@@ -5,6 +5,7 @@ the judge's reasons). ``load_run`` reads a run back for ``compare`` and the admi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -94,11 +95,15 @@ def _totals(outcomes: Sequence[CaseOutcome]) -> dict[str, Any]:
 
 def run_record(*, run_id: str, started_at: datetime, finished_at: datetime, model: str, api_base: str | None,
                cases_path: str, tags: Sequence[str], repeat: int, jobs: int, judge: dict[str, Any] | None,
-               outcomes: Sequence[CaseOutcome]) -> dict[str, Any]:
+               outcomes: Sequence[CaseOutcome], system_prompt: str = "") -> dict[str, Any]:
+    """``system_prompt``: ``assistant.system_prompt`` as the cases ran with it (a prompt change is
+    what a run is often compared for)."""
     return {"format": FORMAT, "id": run_id, "started_at": started_at.isoformat(),
             "finished_at": finished_at.isoformat(), "duration_s": round((finished_at - started_at).total_seconds(), 2),
-            "model": model, "api_base": api_base, "cases_path": cases_path, "tags": list(tags), "repeat": repeat,
-            "jobs": jobs, "judge": judge, "totals": _totals(outcomes), "cases": [_case(o) for o in outcomes]}
+            "model": model, "api_base": api_base, "system_prompt": system_prompt,
+            "system_prompt_sha256": hashlib.sha256(system_prompt.encode()).hexdigest(), "cases_path": cases_path,
+            "tags": list(tags), "repeat": repeat, "jobs": jobs, "judge": judge, "totals": _totals(outcomes),
+            "cases": [_case(o) for o in outcomes]}
 
 
 def _write(path: Path, text: str) -> None:
@@ -170,8 +175,11 @@ def _header(run: dict[str, Any]) -> list[str]:
     t = run["totals"]
     judge = run.get("judge")
     judged = f"`{judge['model']}`, rubric v{judge['rubric_version']}" if judge else "none (code checks only)"
+    prompt = " ".join(str(run.get("system_prompt") or "").split())
+    shown = prompt if len(prompt) <= 100 else prompt[:99] + "…"
     return [f"# Eval run {run['id']}", "",
             f"- model: `{run['model']}`", f"- judge: {judged}",
+            f"- system prompt: `{str(run.get('system_prompt_sha256') or '')[:12]}` {_cell(shown)}",
             f"- cases: {t['cases']} × {run['repeat']} ({run['cases_path']}"
             + (f", tags {', '.join(run['tags'])}" if run["tags"] else "") + ")",
             f"- result: **{t['passed']} passed, {t['failed']} failed** ({t['checks'] - t['checks_failed']}/"
