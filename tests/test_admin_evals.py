@@ -135,3 +135,19 @@ async def test_bruce_run_serves_the_configured_runs_folder(app_factory, runs):
     async with aiohttp.ClientSession() as session, session.get(f"{url}/api/evals", headers=BEARER) as response:
         assert response.status == 200
         assert run_id in [r["id"] for r in (await response.json())["items"]]
+
+
+async def test_a_run_of_the_right_format_but_the_wrong_shape_is_listed_as_garbled_not_a_500(client, runs):
+    folder, run_id = runs
+    run = json.loads((folder / run_id / "run.json").read_text())
+    del run["totals"]  # edited by hand, or written by something else
+    run["cases"][0]["attempts"][0]["checks"] = None
+    cut = folder / "2026-03-08T08-00-00Z"
+    cut.mkdir()
+    (cut / "run.json").write_text(json.dumps(run))
+    items = (await (await client.get("/api/evals", headers=BEARER)).json())["items"]
+    assert items[0]["id"] == cut.name and "not a run file of this version" in items[0]["error"]
+    response = await client.get("/evals", headers=BEARER)
+    assert response.status == 200 and "not a run file of this version" in await response.text()
+    for path in (f"/evals/{cut.name}", f"/api/evals/{cut.name}"):
+        assert (await client.get(path, headers=BEARER)).status == 404

@@ -164,6 +164,12 @@ async def test_compare_exits_1_on_a_regression_0_the_other_way_and_2_for_a_missi
     assert capsys.readouterr().out.splitlines()[-1] == "0 regression(s) in code checks, 1 improvement(s)"
     assert await bruce("--config", str(config), "eval", "compare", str(good), "no-such-run") == 2
     assert f"bruce: {tmp_path / 'eval-runs' / 'no-such-run'}: no eval run here (no run.json)" in capsys.readouterr().err
+    run = json.loads((good / "run.json").read_text())
+    run["cases"][0]["attempts"][0]["checks"] = [None]  # valid JSON, not a run's shape: no traceback either
+    (good / "run.json").write_text(json.dumps(run))
+    assert await bruce("--config", str(config), "eval", "compare", str(good), str(worse)) == 2
+    assert "not a run file of this version (bruce-eval-run/1): cases[0].attempts[0].checks[0]: " in \
+        capsys.readouterr().err
     (good / "run.json").write_text("garbled{")
     assert await bruce("--config", str(config), "eval", "compare", str(good), str(worse)) == 2
     assert "not a run file (it is not valid JSON)" in capsys.readouterr().err

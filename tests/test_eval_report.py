@@ -146,3 +146,69 @@ def test_compare_counts_a_case_that_could_not_be_played_and_notes_what_changed()
     assert result.only_a == ["m1"] and result.only_b == ["m2"]
     assert "the rubric changed (v1 → v2): scores are not comparable as is" in result.notes
     assert "model: m1 → m2" in result.notes and "judge: j (rubric v1) → j (rubric v2)" in result.notes
+
+
+def offline_record(tmp_path) -> dict:
+    """A run as ``run_record`` makes it, from a played case built by hand (no model): one case,
+    one attempt, one turn with a tool, a check and a verdict."""
+    from bruce.eval.checks import CheckResult
+    from bruce.eval.judge import Score, Verdict
+    from bruce.eval.observed import ToolRun, TurnRecord
+    from bruce.eval.runner import Attempt, CaseOutcome
+
+    path = tmp_path / "cases.yml"
+    path.write_text(CASES, encoding="utf-8")
+    case = load_cases(path)[0]
+    turn = TurnRecord(index=1, user="What is 18% of 245.50?", reply="44.19", said_at=T0,
+                      tools=(ToolRun("math.calculate", {"expression": "245.50*0.18"}, "ok"),))
+    verdict = Verdict(1, tuple(Score(name, 4, "ok") for name in FULL_MARKS))
+    attempt = Attempt(case.name, 1, (turn,), (CheckResult(1, "answered", True, "the turn was answered"),),
+                      verdicts=(verdict,))
+    return run_record(run_id="r", started_at=T0, finished_at=T0, model="openai/m", api_base=None,
+                      cases_path=str(path), tags=[], repeat=1, jobs=4, judge={"model": "openai/j", "rubric_version": 1},
+                      outcomes=[CaseOutcome(case, (attempt,))])
+
+
+def _garble(run: dict, where: str, value) -> dict:
+    """``run`` with the value at ``where`` (keys and indexes joined by '/') replaced, or removed (...)."""
+    *path, last = [int(p) if p.isdigit() else p for p in where.split("/")]
+    target = run
+    for part in path:
+        target = target[part]
+    if value is ...:
+        del target[last]
+    else:
+        target[last] = value
+    return run
+
+
+@pytest.mark.parametrize(("where", "value", "problem"), [
+    ("totals", ..., "totals: missing"),
+    ("totals/llm/calls", "many", "totals.llm.calls: "),
+    ("repeat", "2", "repeat: "),
+    ("judge", "openai/j", "judge: "),
+    ("cases/0/attempts/0", "x", "cases[0].attempts[0]: "),
+    ("cases/0/attempts/0/checks", None, "cases[0].attempts[0].checks: "),
+    ("cases/0/attempts/0/checks/0", "x", "cases[0].attempts[0].checks[0]: "),
+    ("cases/0/attempts/0/checks/0/passed", ..., "cases[0].attempts[0].checks[0].passed: missing"),
+    ("cases/0/attempts/0/turns", "abc", "cases[0].attempts[0].turns: "),
+    ("cases/0/attempts/0/turns/0/tools/0", [], "cases[0].attempts[0].turns[0].tools[0]: "),
+    ("cases/0/attempts/0/verdicts/0/scores", "x", "cases[0].attempts[0].verdicts[0].scores: "),
+    ("cases/0/attempts/0/verdicts/0/scores/naturalness/score", None,
+     "cases[0].attempts[0].verdicts[0].scores.naturalness.score: "),
+])
+def test_a_run_file_of_the_right_format_but_the_wrong_shape_is_a_clear_error(tmp_path, where, value, problem):
+    """A run.json edited by hand or cut by another program: compare, the report and the admin page
+    read it only once load_run has seen every field they use, so none of them crashes."""
+    folder = tmp_path / "runs" / "r"
+    folder.mkdir(parents=True)
+    record = offline_record(tmp_path)
+    write_run(folder, record)
+    assert load_run(folder)["cases"][0]["name"] == "tip"  # as written, it loads
+    (folder / "run.json").write_text(json.dumps(_garble(record, where, value)))
+    with pytest.raises(RunError) as caught:
+        load_run(folder)
+    assert str(caught.value).startswith(f"{folder / 'run.json'}: not a run file of this version (bruce-eval-run/1): ")
+    assert problem in str(caught.value)
+    (listed,) = list_runs(tmp_path / "runs")
+    assert listed["id"] == "r" and problem in listed["error"]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from bruce.errors import BruceError
 from bruce.eval.judge import CRITERIA
 from bruce.eval.observed import CallStats
+from bruce.eval.run_file import FORMAT, run_problem
 
 if TYPE_CHECKING:  # reading runs (compare, the admin page) needs none of the machinery that plays them
     from bruce.eval.runner import Attempt, CaseOutcome
@@ -25,7 +26,6 @@ __all__ = ["RUN_FILE", "REPORT_FILE", "FORMAT", "RunError", "new_run_folder", "r
 
 RUN_FILE = "run.json"
 REPORT_FILE = "report.md"
-FORMAT = "bruce-eval-run/1"
 MAX_RUN_BYTES = 200_000_000
 
 
@@ -132,10 +132,11 @@ def load_run(path: Path) -> dict[str, Any]:
         raise RunError(f"{file}: cannot be read ({exc.strerror or exc})") from None
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise RunError(f"{file}: not a run file (it is not valid JSON)") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("cases"), list) \
-            or not all(isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("attempts"), list)
-                       for c in data["cases"]):
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise RunError(f"{file}: not a run file of this version ({FORMAT})")
+    problem = run_problem(data)
+    if problem:
+        raise RunError(f"{file}: not a run file of this version ({FORMAT}): {problem}")
     return data
 
 
