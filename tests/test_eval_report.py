@@ -212,3 +212,22 @@ def test_a_run_file_of_the_right_format_but_the_wrong_shape_is_a_clear_error(tmp
     assert problem in str(caught.value)
     (listed,) = list_runs(tmp_path / "runs")
     assert listed["id"] == "r" and problem in listed["error"]
+
+
+def test_listing_reads_only_the_newest_runs_and_orders_same_second_runs_by_number(tmp_path, monkeypatch):
+    """A year of nightly runs: the Evals tab parses the newest few run.json files, not every one;
+    the tenth run of a second is newer than the ninth."""
+    from bruce.eval import report
+
+    record = offline_record(tmp_path)
+    folders = [new_run_folder(tmp_path / "runs", T0) for _ in range(11)]  # ...Z, ...Z-2, ..., ...Z-11
+    for folder in folders:
+        write_run(folder, {**record, "id": folder.name})
+    read = []
+    real = report.load_run
+    monkeypatch.setattr(report, "load_run", lambda path: read.append(path.name) or real(path))
+    listed = list_runs(tmp_path / "runs", limit=3)
+    assert [r["id"] for r in listed] == ["2026-03-06T12-00-00Z-11", "2026-03-06T12-00-00Z-10",
+                                         "2026-03-06T12-00-00Z-9"]
+    assert read == [r["id"] for r in listed]
+    assert [r["id"] for r in list_runs(tmp_path / "runs")][-2:] == ["2026-03-06T12-00-00Z-2", "2026-03-06T12-00-00Z"]

@@ -35,7 +35,7 @@ class EvalPages:
     async def _runs(self) -> list[dict[str, Any]]:
         if self._runs_dir is None:
             return []
-        return (await asyncio.to_thread(list_runs, self._runs_dir))[:MAX_LISTED]  # files: off the event loop
+        return await asyncio.to_thread(list_runs, self._runs_dir, MAX_LISTED)  # files: off the event loop
 
     async def _run(self, request: web.Request) -> dict[str, Any] | None:
         """The run named in the URL, or None when there is none by that name (or it is unreadable)."""

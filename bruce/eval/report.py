@@ -140,13 +140,21 @@ def load_run(path: Path) -> dict[str, Any]:
     return data
 
 
-def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
-    """Each readable run under ``runs_dir``, newest first, with its summary (no cases); a folder
-    that is not a run is listed with its error."""
+def _newest_first(name: str) -> tuple[str, int]:
+    """A run folder's sort key: its second, then its number in that second (``…Z-10`` after ``…Z-9``)."""
+    stem, dash, number = name.rpartition("-")
+    return (stem, int(number)) if dash and stem.endswith("Z") and number.isdigit() else (name, 1)
+
+
+def list_runs(runs_dir: Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """The newest ``limit`` runs under ``runs_dir`` (all: None), newest first, with their
+    summaries (no cases); only those run files are read. A folder that is not a run is listed
+    with its error."""
     if not runs_dir.is_dir():
         return []
+    folders = sorted((p for p in runs_dir.iterdir() if p.is_dir()), key=lambda p: _newest_first(p.name), reverse=True)
     found: list[dict[str, Any]] = []
-    for folder in sorted((p for p in runs_dir.iterdir() if p.is_dir()), key=lambda p: p.name, reverse=True):
+    for folder in folders[:limit]:
         try:
             run = load_run(folder)
         except RunError as exc:
