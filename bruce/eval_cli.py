@@ -4,7 +4,8 @@
 through the real worker, with a progress bar on standard error; it writes
 ``<eval.runs_dir>/<timestamp>/`` (``run.json``, ``report.md``) and prints one line per case,
 then, last, ``N passed, M failed``. Exit status: 0 when every case passed its code checks, 1
-when one failed, 2 for a case file, rubric or config that cannot be used (nothing is played).
+when one failed, 2 for a case file, rubric, model or judge key or config that cannot be used
+(nothing is played).
 ``compare`` exits 1 when a code check that passed in A fails in B, 2 when a run cannot be read.
 """
 
@@ -101,6 +102,18 @@ def _model(config: Config, model: str) -> LLMService:
     return LLMService(llm, store=cast("Store", None), clock=SystemClock())  # it never calls the model
 
 
+def _judge_missing(config: Config, judge: str, model: str) -> str | None:
+    """What the judge lacks (a key), said before the cases are played rather than as every
+    reply's judge error after them."""
+    from bruce.clock import SystemClock
+    from bruce.eval.judge import Judge, judge_endpoint
+    from bruce.llm import LLMService
+
+    llm = Judge.llm_config(judge_endpoint(judge, config, model), config)
+    hint = LLMService(llm, store=cast("Store", None), clock=SystemClock()).missing_configuration()
+    return f"--judge {judge}: {hint} (or set eval.judge_api_key and eval.judge_api_base)" if hint else None
+
+
 def _run(config: Config, args: argparse.Namespace) -> int:
     from bruce.clock import SystemClock
     from bruce.eval.cases import RUBRIC_FILE
@@ -113,7 +126,7 @@ def _run(config: Config, args: argparse.Namespace) -> int:
     if args.judge:
         rubric = load_rubric(args.rubric or (path if path.is_dir() else path.parent) / RUBRIC_FILE)
     model = _model(config, args.model)
-    hint = model.missing_configuration()
+    hint = model.missing_configuration() or (_judge_missing(config, args.judge, args.model) if args.judge else None)
     if hint:
         print(f"bruce: {hint}", file=sys.stderr)
         return USAGE_ERROR

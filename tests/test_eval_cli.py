@@ -140,6 +140,19 @@ async def test_a_model_without_a_key_is_refused_before_anything_runs(tmp_path, c
     assert "ANTHROPIC_API_KEY" in capsys.readouterr().err and fake_llm.requests == []
 
 
+async def test_a_judge_without_a_key_is_refused_before_anything_runs(setup, tmp_path, capsys, monkeypatch, fake_llm):
+    """Not a whole run played with every reply 'could not be scored' and exit 0."""
+    config, _ = setup
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    shutil.copy(RUBRIC, tmp_path / "evals" / "rubric.yml")
+    code = await bruce("--config", str(config), "eval", "run", "--model", "openai/m",
+                       "--judge", "anthropic/claude-3-5-haiku-latest")
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bruce: --judge anthropic/claude-3-5-haiku-latest: ") and "ANTHROPIC_API_KEY" in err
+    assert "eval.judge_api_key" in err and fake_llm.requests == [] and runs(tmp_path) == []
+
+
 def test_model_is_required():
     with pytest.raises(SystemExit) as exited:
         main(["eval", "run"])

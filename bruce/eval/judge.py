@@ -176,13 +176,18 @@ class Judge:
         self._store = store
         self._service = LLMService(llm, store=store, clock=clock)
 
+    @staticmethod
+    def llm_config(endpoint: ModelEndpoint, config: Config) -> LLMConfig:
+        """How the judge asks ``endpoint``: the ``llm`` section's time-outs and retries, no fallbacks."""
+        base = config.llm
+        return LLMConfig(model=endpoint.model, api_base=endpoint.api_base, api_key=endpoint.api_key,
+                         timeout_s=base.timeout_s, num_retries=base.num_retries, retry_backoff_s=base.retry_backoff_s,
+                         turn_deadline_s=base.turn_deadline_s, circuit_failures=0, stream=False)
+
     @classmethod
     async def open(cls, rubric: Rubric, endpoint: ModelEndpoint, config: Config) -> Judge:
-        """A judge asking ``endpoint`` with the ``llm`` section's time-outs and retries (no fallbacks)."""
-        base = config.llm
-        llm = LLMConfig(model=endpoint.model, api_base=endpoint.api_base, api_key=endpoint.api_key,
-                        timeout_s=base.timeout_s, num_retries=base.num_retries, retry_backoff_s=base.retry_backoff_s,
-                        turn_deadline_s=base.turn_deadline_s, circuit_failures=0, stream=False)
+        """A judge asking ``endpoint`` (``llm_config``)."""
+        llm = cls.llm_config(endpoint, config)
         clock = SystemClock()
         store = await Store.open(":memory:", clock)
         await store.messages.ensure_conversation(_CONVERSATION, "eval", "judge")
