@@ -217,6 +217,10 @@ def _summary(outcomes: list[CaseOutcome]) -> list[str]:
         lines.append(head)
         for attempt in outcome.attempts:
             lines += [f"      {message}" for message in attempt.failures()]
+    verdicts = [v for o in outcomes for a in o.attempts for v in a.verdicts]
+    unscored = [v.error for v in verdicts if v.error]
+    if unscored:  # the report has each one; a judge that never answers must not pass unnoticed
+        lines.append(f"judge: {len(unscored)} of {len(verdicts)} replies could not be scored (first: {unscored[0][:300]})")
     return lines
 
 

@@ -140,6 +140,20 @@ async def test_a_model_without_a_key_is_refused_before_anything_runs(tmp_path, c
     assert "ANTHROPIC_API_KEY" in capsys.readouterr().err and fake_llm.requests == []
 
 
+async def test_a_judge_answering_garbage_is_said_on_the_terminal_not_only_in_the_report(setup, tmp_path, capsys,
+                                                                                       fake_llm):
+    config, _ = setup
+    cases = load_cases(tmp_path / "evals")
+    fake_llm.responder = ScriptedModel(cases, GOOD, judge_model="judge",
+                                       judge=lambda body: Step.text("Looks great!")).respond
+    shutil.copy(RUBRIC, tmp_path / "evals" / "rubric.yml")
+    assert await bruce("--config", str(config), "eval", "run", "--model", "openai/m", "--judge", "openai/judge") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "2 passed, 0 failed"  # the judge never decides pass or fail
+    assert "judge: 2 of 2 replies could not be scored (first: the judge's answer is not JSON (no JSON object in " \
+           "the answer))" in out
+
+
 async def test_a_judge_without_a_key_is_refused_before_anything_runs(setup, tmp_path, capsys, monkeypatch, fake_llm):
     """Not a whole run played with every reply 'could not be scored' and exit 0."""
     config, _ = setup
