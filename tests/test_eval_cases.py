@@ -88,6 +88,7 @@ cases:
     ("cases:\n  - name: a\n    setup: {web: {/a.html: {file: pages/missing.html}}}\n    turns: [{user: hi}]\n",
      'setup.web["/a.html"].file: no file'),
     ("cases:\n  - name: a\n    setup: {timezone: Mars/Olympus}\n    turns: [{user: hi}]\n", "setup.timezone: unknown zone"),
+    ("cases:\n  - name: a\n    turns: [{user: \"  \\n \"}]\n", "turns[0].user: must not be blank"),  # Bruce ignores it
     ("cases:\n  - name: a\n    setup: {files: {../escape.md: x}}\n    turns: [{user: hi}]\n",
      'setup.files["../escape.md"]: a file path is relative to the notes folder, without \'..\''),
 ])

@@ -156,6 +156,13 @@ class TurnSpec(_Strict):
     user: str = Field(min_length=1, max_length=16000)
     expect: Expect = Field(default_factory=Expect)
 
+    @field_validator("user")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():  # the worker ignores a blank message: the turn would never run
+            raise ValueError("must not be blank")
+        return value
+
 
 class MemorySeed(_Strict):
     type: FactType = FactType.FACT
