@@ -43,6 +43,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 4:  # scores are 1-5; also refuses nan
+        raise argparse.ArgumentTypeError(f"{text} is not a number above 0 and at most 4")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="eval_command", required=True)
     run = sub.add_parser("run", help="play the eval cases against a model, check them, write a run folder")
@@ -59,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     compare = sub.add_parser("compare", help="regressions and improvements from run A to run B")
     compare.add_argument("a", help="a run folder, or a run's name in eval.runs_dir")
     compare.add_argument("b", help="a run folder, or a run's name in eval.runs_dir")
-    compare.add_argument("--threshold", type=float, default=0.5,
+    compare.add_argument("--threshold", type=_threshold, default=0.5,
                          help="a judge criterion's mean must move this much to count (default 0.5)")
 
 

@@ -173,6 +173,14 @@ def test_model_is_required():
     assert exited.value.code == 2
 
 
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "x"])
+def test_a_compare_threshold_that_is_not_a_positive_number_is_refused(value, capsys):
+    """A negative threshold would report every unchanged criterion as a regression; nan, none."""
+    with pytest.raises(SystemExit) as exited:
+        main(["eval", "compare", "a", "b", "--threshold", value])
+    assert exited.value.code == 2 and "argument --threshold" in capsys.readouterr().err
+
+
 async def test_compare_exits_1_on_a_regression_0_the_other_way_and_2_for_a_missing_run(setup, tmp_path, capsys):
     config, script = setup
     script(GOOD)
