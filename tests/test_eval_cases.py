@@ -98,6 +98,12 @@ def test_malformed_files_are_refused_with_where(tmp_path, text, expected):
     assert message.startswith(f"{path}: ") and expected in message, message
 
 
+def test_the_rubric_given_as_the_case_file_says_what_it_is(tmp_path):
+    rubric = write(tmp_path, "rubric.yml", "version: 1\ninstructions: grade\ncriteria: {naturalness: x}\n")
+    assert problems(rubric) == (f"{rubric}: this is the judge's rubric, not a case file: give a case file or the "
+                                f"folder of them ({tmp_path})")
+
+
 def test_names_are_unique_across_files(tmp_path):
     write(tmp_path, "a.yml", "cases:\n  - name: same\n    turns: [{user: one}]\n")
     write(tmp_path, "b.yml", "cases:\n  - name: same\n    turns: [{user: two}]\n")

@@ -347,6 +347,9 @@ def _label(raw: Any, index: int) -> str:
 
 def _file_cases(path: Path) -> list[Case]:
     data = _read(path)
+    if isinstance(data, dict) and {"version", "instructions", "criteria"} <= set(data):
+        raise CaseError(f"{path}: this is the judge's rubric, not a case file: give a case file or the folder of "
+                        f"them ({path.parent})")
     if not isinstance(data, dict) or set(data) != {"cases"}:
         raise CaseError(f"{path}: a case file is a mapping with one key, cases: a list of cases")
     raws = data["cases"]
