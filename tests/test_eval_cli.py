@@ -85,6 +85,16 @@ async def test_run_prints_each_case_and_last_the_count_and_writes_the_run(setup,
     assert {r["model"] for r in fake_llm.requests} == {"scripted"}  # --model, not llm.model
 
 
+async def test_a_terminal_shows_a_progress_bar_on_standard_error(setup, capsys, monkeypatch):
+    config, script = setup
+    script(GOOD)
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich draws as on a terminal
+    assert await bruce("--config", str(config), "eval", "run", "--model", "openai/m", "--jobs", "1") == 0
+    captured = capsys.readouterr()
+    assert "eval openai/m (0 failed; last: hello)" in captured.err and "2/2" in captured.err
+    assert "eval openai/m" not in captured.out  # standard output stays the results, for scripts
+
+
 async def test_a_failing_case_exits_1_with_its_precise_message(setup, tmp_path, capsys):
     config, script = setup
     script(WORSE)

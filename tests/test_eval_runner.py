@@ -214,3 +214,25 @@ async def test_a_claim_no_tool_backs_fails_the_case_even_once_bruce_corrected_it
         "turn 1: the model's answer claimed an action no tool did (1 claim(s); Bruce's correction call rewrote it "
         "before it was sent; tools that succeeded: none)"]
     assert attempt.llm.calls == 2  # the answer and the correction, both in the case's telemetry
+
+
+async def test_plays_run_side_by_side_but_never_more_than_jobs_at_a_time(cases, make_config, monkeypatch):
+    from bruce.eval import runner
+    from bruce.eval.runner import Attempt
+
+    playing, most = 0, 0
+
+    async def play(case, base, settings, *, number=1, judge=None):
+        nonlocal playing, most
+        playing += 1
+        most = max(most, playing)
+        await asyncio.sleep(0.02)
+        playing -= 1
+        return Attempt(case.name, number)
+
+    monkeypatch.setattr(runner, "play_case", play)
+    done = []
+    outcomes = await run_cases(cases, make_config(), RunSettings(model="openai/x", jobs=3, repeat=4, environ={}),
+                               on_done=done.append)
+    assert most == 3 and len(done) == 8  # 2 cases x 4 plays, 3 at a time
+    assert [[a.number for a in o.attempts] for o in outcomes] == [[1, 2, 3, 4], [1, 2, 3, 4]]
