@@ -127,3 +127,12 @@ def test_an_expectation_naming_no_tool_is_found(tmp_path):
     assert unknown_tools(cases, ["web.search", "clock.now"]) == [
         f"{tmp_path / 't.yml'}: case 'a': turns[0].expect.tools_not_called[0].tool: no tool named 'web.serch'"]
     assert unknown_tools(cases, ["web.serch"]) == []
+
+
+def test_an_mcp_tool_that_must_be_called_is_refused_as_it_never_can_be(tmp_path):
+    """MCP servers are not started in an eval run: such a case would fail forever."""
+    write(tmp_path, "t.yml", "cases:\n  - name: a\n    turns: [{user: hi, expect: {tools_called: [mcp.github.search], "
+                             "tools_not_called: [mcp.shell.run]}}]\n")
+    assert unknown_tools(load_cases(tmp_path), ["web.search"]) == [
+        f"{tmp_path / 't.yml'}: case 'a': turns[0].expect.tools_called[0].tool: 'mcp.github.search' is an MCP tool, "
+        "and MCP servers are not started in an eval run"]

@@ -404,17 +404,25 @@ def load_cases(path: Path) -> list[Case]:
     return cases
 
 
+def _tool_problem(key: str, wanted: ToolExpect, names: set[str]) -> str | None:
+    if wanted.name.startswith("mcp."):  # MCP servers are off in a case: never callable, never called
+        return None if key == "tools_not_called" else (f"{wanted.tool!r} is an MCP tool, and MCP servers are not "
+                                                       "started in an eval run")
+    return None if wanted.name in names else f"no tool named {wanted.tool!r}"
+
+
 def unknown_tools(cases: Sequence[Case], known: Iterable[str]) -> list[str]:
-    """One problem per expectation naming a tool that does not exist (a typo would pass forever)."""
+    """One problem per expectation naming a tool that does not exist (a typo would pass forever),
+    or that must be called but never can be (an MCP tool: a case would fail forever)."""
     names = set(known)
     problems = []
     for case in cases:
         for t, turn in enumerate(case.spec.turns):
             for key in ("tools_called", "tools_not_called"):
                 for i, wanted in enumerate(getattr(turn.expect, key)):
-                    if wanted.name not in names and not wanted.name.startswith("mcp."):
-                        problems.append(f"{case.file}: case {case.name!r}: turns[{t}].expect.{key}[{i}].tool: "
-                                        f"no tool named {wanted.tool!r}")
+                    problem = _tool_problem(key, wanted, names)
+                    if problem:
+                        problems.append(f"{case.file}: case {case.name!r}: turns[{t}].expect.{key}[{i}].tool: {problem}")
     return problems
 
 
