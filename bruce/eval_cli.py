@@ -43,6 +43,14 @@ def _positive(text: str) -> int:
     return value
 
 
+def _model_name(text: str) -> str:
+    """``--model`` / ``--judge``: a litellm model name (the run's config never validates it)."""
+    if not text.strip() or any(c.isspace() for c in text):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a model name such as openai/gpt-4o-mini or "
+                                         "ollama_chat/llama3.2")
+    return text
+
+
 def _threshold(text: str) -> float:
     try:
         value = float(text)
@@ -58,8 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run = sub.add_parser("run", help="play the eval cases against a model, check them, write a run folder")
     run.add_argument("path", nargs="?", type=Path, default=None,
                      help="a case file or a folder of them (default: eval.cases_dir, evals/ next to the config)")
-    run.add_argument("--model", required=True, help="the model under test: replaces llm.model, the rest of llm is kept")
-    run.add_argument("--judge", default=None, help="a model that scores each reply on the rubric (default: no judge)")
+    run.add_argument("--model", required=True, type=_model_name, help="the model under test: replaces llm.model, the rest of llm is kept")
+    run.add_argument("--judge", default=None, type=_model_name, help="a model that scores each reply on the rubric (default: no judge)")
     run.add_argument("--rubric", type=Path, default=None, help="the judge's rubric (default: rubric.yml in the "
                                                                "cases' folder)")
     run.add_argument("--repeat", type=_positive, default=1, help="play each case N times (default 1)")

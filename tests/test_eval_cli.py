@@ -183,6 +183,14 @@ def test_model_is_required():
     assert exited.value.code == 2
 
 
+@pytest.mark.parametrize("argv", [["--model", ""], ["--model", "  "], ["--model", "openai/m", "--judge", ""],
+                                  ["--model", "openai/gpt 4o"]])
+def test_a_blank_model_name_is_a_usage_error_not_a_traceback(argv, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["eval", "run", *argv])
+    assert exited.value.code == 2 and "a model name such as openai/gpt-4o-mini" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "x"])
 def test_a_compare_threshold_that_is_not_a_positive_number_is_refused(value, capsys):
     """A negative threshold would report every unchanged criterion as a regression; nan, none."""
