@@ -89,6 +89,13 @@ cases:
      'setup.web["/a.html"].file: no file'),
     ("cases:\n  - name: a\n    setup: {timezone: Mars/Olympus}\n    turns: [{user: hi}]\n", "setup.timezone: unknown zone"),
     ("cases:\n  - name: a\n    turns: [{user: \"  \\n \"}]\n", "turns[0].user: must not be blank"),  # Bruce ignores it
+    # a pattern that matches an empty reply holds (must_say) or fails (must_not_say) whatever the reply: '44|' is a typo
+    ("cases:\n  - name: a\n    turns: [{user: hi, expect: {must_say: ['44[.,]19|']}}]\n",
+     "turns[0].expect.must_say[0]: matches an empty text, so it matches every reply"),
+    ("cases:\n  - name: a\n    turns: [{user: hi, expect: {must_not_say: ['']}}]\n",
+     "turns[0].expect.must_not_say[0]: matches an empty text, so it matches every reply"),
+    ("cases:\n  - name: a\n    turns: [{user: hi, expect: {tools_called: [{tool: web.search, args: {query: {matches: 'x*'}}}]}}]\n",
+     "turns[0].expect.tools_called[0].args.query: matches an empty text"),
     ("cases:\n  - name: a\n    setup: {files: {../escape.md: x}}\n    turns: [{user: hi}]\n",
      'setup.files["../escape.md"]: a file path is relative to the notes folder, without \'..\''),
 ])

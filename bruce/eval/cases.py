@@ -49,9 +49,11 @@ def pattern(text: str) -> re.Pattern[str]:
 
 def _regex(value: str) -> str:
     try:
-        pattern(value)
+        compiled = pattern(value)
     except re.error as exc:
         raise ValueError(f"not a valid regular expression ({exc})") from None
+    if compiled.search("") is not None:  # '', 'x*', 'yes|': a typo that would always hold, or always fail
+        raise ValueError("matches an empty text, so it matches every reply (or value): check for a stray '|' or '*'")
     return value
 
 
