@@ -88,6 +88,8 @@ cases:
     ("cases:\n  - name: a\n    setup: {web: {/a.html: {file: pages/missing.html}}}\n    turns: [{user: hi}]\n",
      'setup.web["/a.html"].file: no file'),
     ("cases:\n  - name: a\n    setup: {timezone: Mars/Olympus}\n    turns: [{user: hi}]\n", "setup.timezone: unknown zone"),
+    ("cases:\n  - name: a\n    setup: {clock: '0001-01-01T00:00:00+00:00'}\n    turns: [{user: hi}]\n",
+     "setup.clock: give a moment between the years 1971 and 9000"),  # Bruce's date arithmetic overflows
     ("cases:\n  - name: a\n    turns: [{user: \"  \\n \"}]\n", "turns[0].user: must not be blank"),  # Bruce ignores it
     # a pattern that matches an empty reply holds (must_say) or fails (must_not_say) whatever the reply: '44|' is a typo
     ("cases:\n  - name: a\n    turns: [{user: hi, expect: {must_say: ['44[.,]19|']}}]\n",

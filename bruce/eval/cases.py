@@ -236,6 +236,8 @@ class Setup(_Strict):
             raise ValueError(f"{value[:40]!r} is not an ISO 8601 date-time") from None
         if moment.tzinfo is None:
             raise ValueError("give a UTC offset, e.g. 2026-03-06T09:00:00-03:00")
+        if not 1971 <= moment.year <= 9000:  # days and years around it must stay within datetime's range
+            raise ValueError("give a moment between the years 1971 and 9000")
         return value
 
     @field_validator("timezone")
