@@ -135,10 +135,12 @@ def _judge_missing(config: Config, judge: str, model: str) -> str | None:
 def _run(config: Config, args: argparse.Namespace) -> int:
     from bruce.clock import SystemClock
     from bruce.eval.cases import RUBRIC_FILE
-    from bruce.eval.judge import load_rubric
+    from bruce.eval.judge import RubricError, load_rubric
     from bruce.eval.report import REPORT_FILE, new_run_folder, run_record, write_run
     from bruce.eval.runner import RunSettings
 
+    if args.rubric is not None and not args.judge:
+        raise RubricError("--rubric is the judge's: give --judge MODEL too (without it only the code checks run)")
     path, cases = _cases(config, args)
     rubric = None
     if args.judge:

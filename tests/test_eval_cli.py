@@ -123,6 +123,8 @@ async def test_tags_repeat_and_the_judge(setup, tmp_path, capsys):
 @pytest.mark.parametrize(("extra", "message"), [
     (["--tag", "nothing"], "no case has the tag(s) nothing"),
     (["--judge", "openai/judge", "--rubric", "missing.yml"], "missing.yml: cannot read the rubric"),
+    (["--rubric", "evals/rubric.yml"], "--rubric is the judge's: give --judge MODEL too (without it only the code "
+                                       "checks run)"),
 ])
 async def test_what_cannot_be_used_exits_2_and_writes_nothing(setup, tmp_path, capsys, extra, message):
     config, _ = setup
