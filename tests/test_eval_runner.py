@@ -236,3 +236,12 @@ async def test_plays_run_side_by_side_but_never_more_than_jobs_at_a_time(cases, 
                                on_done=done.append)
     assert most == 3 and len(done) == 8  # 2 cases x 4 plays, 3 at a time
     assert [[a.number for a in o.attempts] for o in outcomes] == [[1, 2, 3, 4], [1, 2, 3, 4]]
+
+
+async def test_a_priced_model_has_its_cost_per_turn_and_case_from_llm_calls(cases, make_config, fake_llm):
+    """litellm's local price table prices gpt-4o-mini: each call's cost_usd row is summed per case."""
+    fake_llm.responder = ScriptedModel(cases, SCRIPTS).respond
+    attempt = await play_case(cases[0], make_config(), RunSettings(model="openai/gpt-4o-mini", environ={}))
+    assert attempt.passed, attempt.failures()
+    assert attempt.llm.cost_usd is not None and attempt.llm.cost_usd > 0
+    assert attempt.turns[0].llm.cost_usd == pytest.approx(attempt.llm.cost_usd)  # one turn: all of the case's calls
