@@ -120,6 +120,22 @@ async def test_tags_repeat_and_the_judge(setup, tmp_path, capsys):
     assert run["totals"]["criteria"]["follows_user"] == {"mean": 5.0, "count": 2}
 
 
+async def test_path_may_be_one_case_file_whose_folder_holds_the_rubric_or_a_missing_path_exits_2(setup, tmp_path,
+                                                                                                   capsys):
+    config, script = setup
+    script(GOOD)
+    shutil.copy(RUBRIC, tmp_path / "evals" / "rubric.yml")
+    file = tmp_path / "evals" / "cases.yml"
+    assert await bruce("--config", str(config), "eval", "run", str(file), "--model", "openai/m", "--judge",
+                       "openai/judge") == 0
+    run = json.loads((runs(tmp_path)[0] / "run.json").read_text())
+    assert run["cases_path"] == str(file) and run["judge"]["rubric_path"] == str(tmp_path / "evals" / "rubric.yml")
+    capsys.readouterr()
+    assert await bruce("--config", str(config), "eval", "run", str(tmp_path / "nowhere"), "--model", "openai/m") == 2
+    assert capsys.readouterr().err == f"bruce: {tmp_path / 'nowhere'}: no such file or folder of eval cases\n"
+    assert len(runs(tmp_path)) == 1
+
+
 @pytest.mark.parametrize(("extra", "message"), [
     (["--tag", "nothing"], "no case has the tag(s) nothing"),
     (["--judge", "openai/judge", "--rubric", "missing.yml"], "missing.yml: cannot read the rubric"),
