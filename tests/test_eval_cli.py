@@ -209,6 +209,15 @@ def test_a_blank_model_name_is_a_usage_error_not_a_traceback(argv, capsys):
     assert exited.value.code == 2 and "a model name such as openai/gpt-4o-mini" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("argv", "message"), [(["--repeat", "0"], "argument --repeat: 0 is not between 1 and 1000"),
+                                             (["--jobs", "0"], "argument --jobs: 0 is not between 1 and 1000"),
+                                             (["--jobs", "two"], "argument --jobs: 'two' is not a whole number")])
+def test_repeat_and_jobs_are_whole_numbers_from_1(argv, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["eval", "run", "--model", "openai/m", *argv])
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "x"])
 def test_a_compare_threshold_that_is_not_a_positive_number_is_refused(value, capsys):
     """A negative threshold would report every unchanged criterion as a regression; nan, none."""
