@@ -242,6 +242,8 @@ async def test_compare_exits_1_on_a_regression_0_the_other_way_and_2_for_a_missi
     assert out[-1] == "1 regression(s) in code checks, 0 improvement(s)"
     assert await bruce("--config", str(config), "eval", "compare", str(worse), str(good)) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "0 regression(s) in code checks, 1 improvement(s)"
+    assert await bruce("--config", str(config), "eval", "compare", str(good), good.name) == 0  # a run with itself
+    assert capsys.readouterr().out.splitlines()[-1] == "0 regression(s) in code checks, 0 improvement(s)"
     assert await bruce("--config", str(config), "eval", "compare", str(good), "no-such-run") == 2
     assert f"bruce: {tmp_path / 'eval-runs' / 'no-such-run'}: no eval run here (no run.json)" in capsys.readouterr().err
     run = json.loads((good / "run.json").read_text())
