@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -169,7 +170,11 @@ def _run(config: Config, args: argparse.Namespace) -> int:
     try:
         folder = new_run_folder(runs_dir, started)
         record["id"] = folder.name
-        write_run(folder, record)
+        try:
+            write_run(folder, record)
+        except BaseException:  # a full disk, Ctrl-C: no half-written run is left to be listed as garbled
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         print(f"report: {folder / REPORT_FILE}")
     except OSError as exc:  # a full disk: the results above are all there is
         print(f"bruce: the run could not be written to {runs_dir} ({exc.strerror or exc})", file=sys.stderr)

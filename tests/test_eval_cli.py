@@ -279,6 +279,30 @@ async def test_ctrl_c_mid_run_stops_cleans_up_and_writes_no_run(setup, tmp_path,
     assert [p for p in scratch.iterdir() if p.name.startswith("bruce-eval-")] == [] and runs(tmp_path) == []
 
 
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, OSError(28, "No space left on device")])
+async def test_ctrl_c_or_a_full_disk_while_the_run_is_written_leaves_no_half_written_folder(setup, tmp_path, capsys,
+                                                                                            monkeypatch, failure):
+    from bruce.eval import report
+
+    config, script = setup
+    script(GOOD)
+    real = report.write_run
+
+    def cut(folder, record):  # run.json is written, then the interruption comes
+        real(folder, record)
+        (folder / "report.md").unlink()
+        raise failure
+
+    monkeypatch.setattr(report, "write_run", cut)
+    code = await bruce("--config", str(config), "eval", "run", "--model", "openai/m")
+    err = capsys.readouterr().err
+    if failure is KeyboardInterrupt:
+        assert code == 130 and "eval interrupted; no run was written" in err
+    else:
+        assert code == 1 and "the run could not be written" in err and "No space left on device" in err
+    assert runs(tmp_path) == []  # no folder that the Evals tab would list as garbled
+
+
 async def test_a_model_that_fails_every_call_ends_the_run_with_exit_1(setup, tmp_path, capsys, fake_llm):
     config, _ = setup
     fake_llm.responder = lambda body: Step.error(500, "internal error")
