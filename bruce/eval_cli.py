@@ -67,8 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run = sub.add_parser("run", help="play the eval cases against a model, check them, write a run folder")
     run.add_argument("path", nargs="?", type=Path, default=None,
                      help="a case file or a folder of them (default: eval.cases_dir, evals/ next to the config)")
-    run.add_argument("--model", required=True, type=_model_name, help="the model under test: replaces llm.model, the rest of llm is kept")
-    run.add_argument("--judge", default=None, type=_model_name, help="a model that scores each reply on the rubric (default: no judge)")
+    run.add_argument("--model", required=True, type=_model_name,
+                     help="the model under test: replaces llm.model, the rest of llm is kept")
+    run.add_argument("--judge", default=None, type=_model_name,
+                     help="a model that scores each reply on the rubric (default: no judge)")
     run.add_argument("--rubric", type=Path, default=None, help="the judge's rubric (default: rubric.yml in the "
                                                                "cases' folder)")
     run.add_argument("--repeat", type=_positive, default=1, help="play each case N times (default 1)")
@@ -245,7 +247,8 @@ def _summary(outcomes: list[CaseOutcome]) -> list[str]:
     verdicts = [v for o in outcomes for a in o.attempts for v in a.verdicts]
     unscored = [v.error for v in verdicts if v.error]
     if unscored:  # the report has each one; a judge that never answers must not pass unnoticed
-        lines.append(f"judge: {len(unscored)} of {len(verdicts)} replies could not be scored (first: {unscored[0][:300]})")
+        lines.append(f"judge: {len(unscored)} of {len(verdicts)} replies could not be scored "
+                     f"(first: {unscored[0][:300]})")
     return lines
 
 

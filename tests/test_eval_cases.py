@@ -96,7 +96,8 @@ cases:
      "turns[0].expect.must_say[0]: matches an empty text, so it matches every reply"),
     ("cases:\n  - name: a\n    turns: [{user: hi, expect: {must_not_say: ['']}}]\n",
      "turns[0].expect.must_not_say[0]: matches an empty text, so it matches every reply"),
-    ("cases:\n  - name: a\n    turns: [{user: hi, expect: {tools_called: [{tool: web.search, args: {query: {matches: 'x*'}}}]}}]\n",
+    ("cases:\n  - name: a\n    turns: [{user: hi, expect: {tools_called: [{tool: web.search, "
+     "args: {query: {matches: 'x*'}}}]}}]\n",
      "turns[0].expect.tools_called[0].args.query: matches an empty text"),
     ("cases:\n  - name: a\n    setup: {files: {../escape.md: x}}\n    turns: [{user: hi}]\n",
      'setup.files["../escape.md"]: a file path is relative to the notes folder, without \'..\''),

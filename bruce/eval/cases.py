@@ -426,7 +426,8 @@ def unknown_tools(cases: Sequence[Case], known: Iterable[str]) -> list[str]:
                 for i, wanted in enumerate(getattr(turn.expect, key)):
                     problem = _tool_problem(key, wanted, names)
                     if problem:
-                        problems.append(f"{case.file}: case {case.name!r}: turns[{t}].expect.{key}[{i}].tool: {problem}")
+                        where = f"turns[{t}].expect.{key}[{i}].tool"
+                        problems.append(f"{case.file}: case {case.name!r}: {where}: {problem}")
     return problems
 
 
