@@ -38,7 +38,7 @@ from bruce.memory import Memory
 from bruce.outbox import Outbox
 from bruce.progress import Progress, showing
 from bruce.prompt import ScheduledRun, build_system_prompt
-from bruce.store import Store, StoredMessage
+from bruce.store import Store, StoredMessage, TurnView
 from bruce.summarizer import Folded, fold_session
 from bruce.texts import (
     EMPTY_ANSWER,
@@ -129,14 +129,12 @@ class Conversations:
         ``summary_batch`` more, so no message is ever in neither the summary nor the history).
         With ``inbound_id``, the turn's own message comes last and later user messages of a
         burst are left to their own turns; replies stored meanwhile are included."""
+        return _as_history((await self._turn_view(conversation_id, inbound_id)).history)
+
+    async def _turn_view(self, conversation_id: str, inbound_id: int | None) -> TurnView:
         s = self._settings
-        messages = self._store.messages
-        summary = await messages.latest_summary(conversation_id)
-        after_id = max(summary.up_to_message_id if summary else 0, await messages.session_start(conversation_id))
-        rows = await messages.history(conversation_id, limit=s.history_limit + s.summary_batch - 1,
-                                      up_to_id=await messages.last_id(conversation_id), inbound_id=inbound_id,
-                                      after_id=after_id)
-        return [{"role": m.role, "content": m.text} for m in rows]
+        return await self._store.messages.turn_view(conversation_id, limit=s.history_limit + s.summary_batch - 1,
+                                                    inbound_id=inbound_id)
 
     # entries -----------------------------------------------------------------------------
 
@@ -333,17 +331,16 @@ class Conversations:
         self, scope: TurnScope, inbound: StoredMessage | None, prompt: str | None,
     ) -> tuple[TurnResult, list[dict[str, Any]]]:
         """The loop's result, and the context it started from (system prompt and history)."""
-        messages, s = self._store.messages, self._settings
-        cid = scope.conversation_id
-        summary = await messages.latest_summary(cid)
-        previous = await messages.previous_time(cid, inbound.id if inbound else await messages.last_id(cid) + 1)
+        s = self._settings
+        view = await self._turn_view(scope.conversation_id, inbound.id if inbound else None)
         system_prompt = build_system_prompt(
-            system_prompt=s.system_prompt, name=s.name, summary=summary.summary if summary else None,
-            now=self._clock.now(), zone=s.zone, previous_message_at=parse_iso(previous) if previous else None,
+            system_prompt=s.system_prompt, name=s.name, summary=view.summary.summary if view.summary else None,
+            now=self._clock.now(), zone=s.zone,
+            previous_message_at=parse_iso(view.previous_at) if view.previous_at else None,
             tools=self._registry.offered(scope), scheduled=scope.scheduled,
             memory=await self.memory.context() if self.memory is not None else "",
         )
-        history: list[dict[str, Any]] = list(await self.history(cid, inbound.id if inbound else None))
+        history: list[dict[str, Any]] = list(_as_history(view.history))
         if prompt is not None:
             history.append({"role": "user", "content": prompt})
         result = await run_agent_loop(self._llm, self._registry, system_prompt, history, s.max_model_calls,
@@ -511,3 +508,7 @@ def _decision_text(decision: Decision, confirmation_id: str) -> str:
     action = decision.action
     return decision_text(decision.outcome, confirmation_id.lower(), action.tool_name if action else None,
                          str(action.status) if action else None)
+
+
+def _as_history(messages: list[StoredMessage]) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.text} for m in messages]

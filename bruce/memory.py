@@ -118,8 +118,7 @@ class Memory:
         """The ``<memory>`` part of this turn's prompt ("" when there is nothing to show)."""
         s = self.settings
         since = utc_iso(self._clock.now() - timedelta(days=s.recent_days))
-        facts = await self._store.memory.recent(limit=s.recent_limit, since=since) if s.recent_limit else []
-        summary = await self._store.memory.latest_summary()
+        facts, summary = await self._store.memory.context(limit=s.recent_limit, since=since)
         return memory_part(facts, summary, max_chars=s.max_context_chars)
 
     # write path ---------------------------------------------------------------------------

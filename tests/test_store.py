@@ -10,6 +10,7 @@ import pytest
 from bruce.errors import StoreError
 from bruce.store import Store
 from bruce.store.migrations import MIGRATIONS
+from bruce.values import TurnSource
 from tests.helpers import db_rows
 
 
@@ -131,3 +132,64 @@ async def test_open_without_create_refuses_a_missing_file_and_creates_nothing(tm
     store = await Store.open(tmp_path / "data" / "bruce.db", clock, create=False)  # now it is there
     assert await store.migrate() == len(MIGRATIONS)
     await store.close()
+
+
+async def test_a_failing_statement_rolls_back_the_whole_write(tmp_path, clock):
+    """complete_turn writes the reply, closes the message and the turn in one trip: a failure in
+    the last statement leaves none of them (no reply without its turn, no message closed twice)."""
+    path = tmp_path / "b.db"
+    store = await Store.open(path, clock)
+    await store.messages.ensure_conversation("test:1", "test", "1")
+    inbound, _ = await store.messages.add_inbound("test:1", sender_id="u", text="hi", platform_message_id="p1")
+    db_path = str(path)
+    blocker = sqlite3.connect(db_path)
+    blocker.execute("CREATE TRIGGER no_turns BEFORE UPDATE ON turns BEGIN SELECT RAISE(ABORT, 'turns are frozen'); END")
+    blocker.commit()
+    blocker.close()
+    await store.messages.start_turn("t1", "test:1", source=TurnSource.CHAT, inbound_message_id=inbound)
+    with pytest.raises(StoreError, match="turns are frozen"):
+        await store.messages.complete_turn("t1", conversation_id="test:1", reply="hello", llm_calls=1, tool_calls=0,
+                                           inbound_id=inbound)
+    await store.close()
+    assert db_rows(path, "SELECT direction, status FROM messages") == [{"direction": "in", "status": "pending"}]
+    assert db_rows(path, "SELECT status FROM turns") == [{"status": "running"}]
+
+
+async def test_a_write_whose_caller_is_cancelled_lands_whole(tmp_path, clock):
+    """A reply and the message it closes are one transaction: cancelling the caller mid-trip
+    (shutdown) never leaves the reply stored with its message still pending, or the reverse."""
+    import asyncio
+
+    path = tmp_path / "b.db"
+    store = await Store.open(path, clock)
+    await store.messages.ensure_conversation("test:1", "test", "1")
+    ids = [(await store.messages.add_inbound("test:1", sender_id="u", text=f"m{i}", platform_message_id=f"p{i}"))[0]
+           for i in range(30)]
+    writes = [asyncio.ensure_future(store.messages.add_outbound("test:1", f"reply {i}", turn_id=None, inbound_id=m))
+              for i, m in enumerate(ids)]
+    for delay, write in enumerate(writes):
+        if delay % 3:
+            write.cancel()
+        await asyncio.sleep(0)
+    await asyncio.gather(*writes, return_exceptions=True)
+    await store.close()
+    replies = {r["text"] for r in db_rows(path, "SELECT text FROM messages WHERE direction = 'out'")}
+    for i, m in enumerate(ids):
+        (status,) = db_rows(path, "SELECT status FROM messages WHERE id = ?", m)
+        assert (status["status"] == "done") == (f"reply {i}" in replies), i
+
+
+async def test_several_reads_in_one_trip_see_one_conversation(tmp_path, clock):
+    """A turn's summary, previous message time and history come from one read."""
+    path = tmp_path / "b.db"
+    store = await Store.open(path, clock)
+    await store.messages.ensure_conversation("test:1", "test", "1")
+    first, _ = await store.messages.add_inbound("test:1", sender_id="u", text="one", platform_message_id="p1")
+    await store.messages.add_outbound("test:1", "reply one", turn_id=None, inbound_id=first)
+    await store.messages.add_summary("test:1", "they said one", up_to_message_id=first)
+    second, _ = await store.messages.add_inbound("test:1", sender_id="u", text="two", platform_message_id="p2")
+    view = await store.messages.turn_view("test:1", limit=10, inbound_id=second)
+    await store.close()
+    assert view.summary is not None and view.summary.summary == "they said one"
+    assert view.previous_at is not None
+    assert [m.text for m in view.history] == ["reply one", "two"]

@@ -15,7 +15,7 @@ from bruce.store.confirmations import ConfirmationStore
 from bruce.store.database import Database
 from bruce.store.jobs import JobRecord, JobRunRecord, JobStore
 from bruce.store.memory import MemoryStore
-from bruce.store.messages import MessageStore
+from bruce.store.messages import MessageStore, TurnView
 from bruce.store.pairing import PairingStore
 from bruce.store.records import (
     ActedTool,
@@ -33,6 +33,7 @@ __all__ = [
     "Store",
     "StoredMessage",
     "Summary",
+    "TurnView",
     "LLMCallRecord",
     "ToolExecutionRecord",
     "ActedTool",

@@ -3,6 +3,7 @@ single use across clicks, coroutines and processes."""
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from bruce.store.database import Database
@@ -58,17 +59,20 @@ class ConfirmationStore:
         (pending, to be sent) in the same transaction, and the decision message is closed: once
         the action is recorded, its report can no longer be lost to a crash."""
         now = self._db.now()
-        async with self._db.transaction() as db:
-            await db.execute("UPDATE pending_confirmations SET status = ?, result = ? WHERE id = ?",
-                             (str(status), to_json(result), confirmation_id))
+
+        def work(db: sqlite3.Connection) -> int | None:
+            db.execute("UPDATE pending_confirmations SET status = ?, result = ? WHERE id = ?",
+                       (str(status), to_json(result), confirmation_id))
             if report is None or conversation_id is None:
                 return None
-            report_id = await insert_outbound(db, now=now, conversation_id=conversation_id, text=report,
-                                              turn_id=turn_id, kind=MessageKind.CHAT)
+            report_id = insert_outbound(db, now=now, conversation_id=conversation_id, text=report, turn_id=turn_id,
+                                        kind=MessageKind.CHAT)
             if inbound_id is not None:
-                await db.execute("UPDATE messages SET status = 'done', updated_at = ?, turn_id = ? WHERE id = ?",
-                                 (now, turn_id, inbound_id))
-        return report_id
+                db.execute("UPDATE messages SET status = 'done', updated_at = ?, turn_id = ? WHERE id = ?",
+                           (now, turn_id, inbound_id))
+            return report_id
+
+        return await self._db.write(work)
 
     async def with_status(self, status: ConfirmationState) -> list[ConfirmationRecord]:
         rows = await self._db.rows(

@@ -77,6 +77,17 @@ def fts_query(text: str) -> str | None:
     return " OR ".join(f'"{w}"' for w in words) if words else None
 
 
+def _recent(db: sqlite3.Connection, limit: int, since: str) -> list[Fact]:
+    rows = db.execute("SELECT * FROM memory_facts WHERE status = 'active' AND last_seen_at >= ?"
+                      " ORDER BY last_seen_at DESC, id DESC LIMIT ?", (since, limit)).fetchall()
+    return [_fact(r) for r in rows]
+
+
+def _latest_summary(db: sqlite3.Connection) -> MemorySummary | None:
+    row = db.execute("SELECT * FROM memory_summaries ORDER BY id DESC LIMIT 1").fetchone()
+    return _summary(row) if row else None
+
+
 class MemoryStore:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -124,9 +135,11 @@ class MemoryStore:
 
     async def recent(self, *, limit: int, since: str) -> list[Fact]:
         """Active facts seen since ``since``, newest first: the read path."""
-        rows = await self._db.rows("SELECT * FROM memory_facts WHERE status = 'active' AND last_seen_at >= ?"
-                                   " ORDER BY last_seen_at DESC, id DESC LIMIT ?", (since, limit))
-        return [_fact(r) for r in rows]
+        return await self._db.read(lambda db: _recent(db, limit, since))
+
+    async def context(self, *, limit: int, since: str) -> tuple[list[Fact], MemorySummary | None]:
+        """What a prompt's ``<memory>`` shows, in one trip: ``recent`` facts and the latest summary."""
+        return await self._db.read(lambda db: (_recent(db, limit, since) if limit else [], _latest_summary(db)))
 
     async def facts(self, *, include_archived: bool = True) -> list[Fact]:
         where = "" if include_archived else " WHERE status = 'active'"
@@ -136,8 +149,7 @@ class MemoryStore:
         return [_summary(r) for r in await self._db.rows("SELECT * FROM memory_summaries ORDER BY id")]
 
     async def latest_summary(self) -> MemorySummary | None:
-        row = await self._db.row("SELECT * FROM memory_summaries ORDER BY id DESC LIMIT 1")
-        return _summary(row) if row else None
+        return await self._db.read(_latest_summary)
 
     async def unsummarized(self) -> list[Fact]:
         rows = await self._db.rows("SELECT * FROM memory_facts WHERE summarized_in IS NULL AND status = 'active'"

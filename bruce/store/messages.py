@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Collection
-
-import aiosqlite
+from dataclasses import dataclass
 
 from bruce.store.database import Database
 from bruce.store.records import ActedTool, StoredMessage, Summary, from_row
 from bruce.values import Direction, MessageKind, MessageStatus, ToolStatus, TurnSource, TurnStatus
 
-__all__ = ["MessageStore", "insert_outbound"]
+__all__ = ["MessageStore", "TurnView", "insert_outbound"]
 
 _COLUMNS = (
     "id, conversation_id, direction, role, kind, sender_id, text, platform_message_id, status, created_at,"
@@ -32,11 +32,11 @@ _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
 _IN_CONVERSATION_M = _in_conversation("m.")
 
 
-async def insert_outbound(
-    db: aiosqlite.Connection, *, now: str, conversation_id: str, text: str, turn_id: str | None, kind: MessageKind,
+def insert_outbound(
+    db: sqlite3.Connection, *, now: str, conversation_id: str, text: str, turn_id: str | None, kind: MessageKind,
 ) -> int:
-    """The one way a reply row is written: pending, for the outbox to send."""
-    cur = await db.execute(
+    """The one way a reply row is written: pending, for the outbox to send (inside ``Database.write``)."""
+    cur = db.execute(
         "INSERT INTO messages (conversation_id, direction, role, kind, text, turn_id, status,"
         " created_at, updated_at) VALUES (?, 'out', 'assistant', ?, ?, ?, 'pending', ?, ?)",
         (conversation_id, str(kind), text, turn_id, now, now),
@@ -44,13 +44,59 @@ async def insert_outbound(
     return int(cur.lastrowid or 0)
 
 
-async def _close_inbound(
-    db: aiosqlite.Connection, *, now: str, inbound_id: int, status: MessageStatus, turn_id: str | None,
+def _close_inbound(
+    db: sqlite3.Connection, *, now: str, inbound_id: int, status: MessageStatus, turn_id: str | None,
 ) -> None:
-    await db.execute(
+    db.execute(
         "UPDATE messages SET status = ?, updated_at = ?, turn_id = COALESCE(?, turn_id) WHERE id = ?",
         (str(status), now, turn_id, inbound_id),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class TurnView:
+    summary: Summary | None
+    previous_at: str | None  # when the message before the turn's own was stored
+    history: list[StoredMessage]
+
+
+def _session_start(db: sqlite3.Connection, conversation_id: str) -> int:
+    row = db.execute("SELECT session_start_id FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+    return int(row["session_start_id"]) if row else 0
+
+
+def _last_id(db: sqlite3.Connection, conversation_id: str) -> int:
+    row = db.execute("SELECT MAX(id) AS id FROM messages WHERE conversation_id = ?", (conversation_id,)).fetchone()
+    return int(row["id"]) if row and row["id"] is not None else 0
+
+
+def _previous_time(db: sqlite3.Connection, conversation_id: str, before_id: int) -> str | None:
+    row = db.execute("SELECT created_at FROM messages WHERE conversation_id = ? AND id < ? ORDER BY id DESC LIMIT 1",
+                     (conversation_id, before_id)).fetchone()
+    return str(row["created_at"]) if row else None
+
+
+def _latest_summary(db: sqlite3.Connection, conversation_id: str) -> Summary | None:
+    row = db.execute("SELECT summary, up_to_message_id, created_at FROM session_summaries"
+                     " WHERE conversation_id = ? ORDER BY up_to_message_id DESC, id DESC LIMIT 1",
+                     (conversation_id,)).fetchone()
+    return from_row(Summary, row) if row else None
+
+
+def _history(db: sqlite3.Connection, conversation_id: str, *, limit: int, up_to_id: int, after_id: int,
+             inbound_id: int | None) -> list[StoredMessage]:
+    later_inbound = "" if inbound_id is None else " AND NOT (m.direction = 'in' AND m.id > ?)"
+    params: list[object] = [conversation_id, up_to_id, after_id]
+    if inbound_id is not None:
+        params.append(inbound_id)
+    rows = db.execute(
+        f"SELECT {_M_COLUMNS}, COALESCE(CASE WHEN m.direction = 'out' THEN t.inbound_message_id END, m.id) AS pos"
+        " FROM messages m LEFT JOIN turns t ON t.id = m.turn_id"
+        f" WHERE m.conversation_id = ? AND m.id <= ? AND m.id > ? AND {_IN_CONVERSATION_M}{later_inbound}"
+        " ORDER BY pos DESC, m.direction = 'out' DESC, m.id DESC LIMIT ?",
+        (*params, limit),
+    ).fetchall()
+    return [from_row(StoredMessage, r) for r in reversed(rows)]
 
 
 class MessageStore:
@@ -72,8 +118,7 @@ class MessageStore:
     async def session_start(self, conversation_id: str) -> int:
         """The id of the message that started the current session (``/new``); 0 if none did.
         The model's history holds only messages after it."""
-        row = await self._db.row("SELECT session_start_id FROM conversations WHERE id = ?", (conversation_id,))
-        return int(row["session_start_id"]) if row else 0
+        return await self._db.read(lambda db: _session_start(db, conversation_id))
 
     async def start_session(self, conversation_id: str, *, at_message_id: int) -> None:
         """Start a fresh session at this message: what came before leaves the model's history."""
@@ -111,12 +156,15 @@ class MessageStore:
         """Store a reply as pending (to be sent). With ``inbound_id``, the message it answers is
         closed in the same transaction: a crash can neither lose the reply nor answer twice."""
         now = self._db.now()
-        async with self._db.transaction() as db:
-            reply_id = await insert_outbound(db, now=now, conversation_id=conversation_id, text=text,
-                                             turn_id=turn_id, kind=kind)
+
+        def work(db: sqlite3.Connection) -> int:
+            reply_id = insert_outbound(db, now=now, conversation_id=conversation_id, text=text, turn_id=turn_id,
+                                       kind=kind)
             if inbound_id is not None:
-                await _close_inbound(db, now=now, inbound_id=inbound_id, status=inbound_status, turn_id=turn_id)
-        return reply_id
+                _close_inbound(db, now=now, inbound_id=inbound_id, status=inbound_status, turn_id=turn_id)
+            return reply_id
+
+        return await self._db.write(work)
 
     async def set_status(self, message_id: int, status: MessageStatus, *, turn_id: str | None = None) -> None:
         await self._db.execute(
@@ -137,22 +185,25 @@ class MessageStore:
 
         With ``inbound_id`` (the message a turn answers), user messages stored after it are
         left for their own turns; it comes last, as what the model answers."""
-        later_inbound = "" if inbound_id is None else " AND NOT (m.direction = 'in' AND m.id > ?)"
-        params: list[object] = [conversation_id, up_to_id, after_id]
-        if inbound_id is not None:
-            params.append(inbound_id)
-        rows = await self._db.rows(
-            f"SELECT {_M_COLUMNS}, COALESCE(CASE WHEN m.direction = 'out' THEN t.inbound_message_id END, m.id) AS pos"
-            " FROM messages m LEFT JOIN turns t ON t.id = m.turn_id"
-            f" WHERE m.conversation_id = ? AND m.id <= ? AND m.id > ? AND {_IN_CONVERSATION_M}{later_inbound}"
-            " ORDER BY pos DESC, m.direction = 'out' DESC, m.id DESC LIMIT ?",
-            (*params, limit),
-        )
-        return [from_row(StoredMessage, r) for r in reversed(rows)]
+        return await self._db.read(lambda db: _history(db, conversation_id, limit=limit, up_to_id=up_to_id,
+                                                       after_id=after_id, inbound_id=inbound_id))
+
+    async def turn_view(self, conversation_id: str, *, limit: int, inbound_id: int | None = None) -> TurnView:
+        """What a turn starts from, read in one trip: the session summary, when the message before
+        the turn's came, and the history (``history`` of the session after the summary, up to
+        the newest message)."""
+        def work(db: sqlite3.Connection) -> TurnView:
+            summary = _latest_summary(db, conversation_id)
+            last = _last_id(db, conversation_id)
+            previous = _previous_time(db, conversation_id, inbound_id if inbound_id is not None else last + 1)
+            after = max(summary.up_to_message_id if summary else 0, _session_start(db, conversation_id))
+            history = _history(db, conversation_id, limit=limit, up_to_id=last, after_id=after, inbound_id=inbound_id)
+            return TurnView(summary, previous, history)
+
+        return await self._db.read(work)
 
     async def last_id(self, conversation_id: str) -> int:
-        row = await self._db.row("SELECT MAX(id) AS id FROM messages WHERE conversation_id = ?", (conversation_id,))
-        return int(row["id"]) if row and row["id"] is not None else 0
+        return await self._db.read(lambda db: _last_id(db, conversation_id))
 
     async def turn_of(self, message_id: int) -> str | None:
         """The chat turn that answered an inbound message (the latest, after a retry)."""
@@ -171,27 +222,26 @@ class MessageStore:
         return int(row["id"]) if row and row["id"] is not None else 0
 
     async def previous_time(self, conversation_id: str, before_id: int) -> str | None:
-        row = await self._db.row(
-            "SELECT created_at FROM messages WHERE conversation_id = ? AND id < ? ORDER BY id DESC LIMIT 1",
-            (conversation_id, before_id),
-        )
-        return str(row["created_at"]) if row else None
+        return await self._db.read(lambda db: _previous_time(db, conversation_id, before_id))
 
     async def to_fold(self, conversation_id: str, *, keep_last: int) -> list[StoredMessage]:
         """Chat messages of the current session older than the last ``keep_last`` and not yet in
         a summary, all older than any message still waiting for its turn (which must see what
         came before it)."""
-        summary = await self.latest_summary(conversation_id)
-        after = max(summary.up_to_message_id if summary else 0, await self.session_start(conversation_id))
-        rows = await self._db.rows(
-            f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND id > ?"
-            f" AND {_IN_CONVERSATION} AND status != 'pending'"
-            " AND id < COALESCE((SELECT MIN(id) FROM messages WHERE conversation_id = ? AND direction = 'in'"
-            " AND status = 'pending'), 9223372036854775807)"
-            " ORDER BY id DESC LIMIT -1 OFFSET ?",
-            (conversation_id, after, conversation_id, keep_last),
-        )
-        return [from_row(StoredMessage, r) for r in reversed(rows)]
+        def work(db: sqlite3.Connection) -> list[StoredMessage]:
+            summary = _latest_summary(db, conversation_id)
+            after = max(summary.up_to_message_id if summary else 0, _session_start(db, conversation_id))
+            rows = db.execute(
+                f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND id > ?"
+                f" AND {_IN_CONVERSATION} AND status != 'pending'"
+                " AND id < COALESCE((SELECT MIN(id) FROM messages WHERE conversation_id = ? AND direction = 'in'"
+                " AND status = 'pending'), 9223372036854775807)"
+                " ORDER BY id DESC LIMIT -1 OFFSET ?",
+                (conversation_id, after, conversation_id, keep_last),
+            ).fetchall()
+            return [from_row(StoredMessage, r) for r in reversed(rows)]
+
+        return await self._db.read(work)
 
     async def with_status(self, direction: Direction, status: MessageStatus, *, up_to_id: int) -> list[StoredMessage]:
         """E.g. (IN, PENDING): messages a crash left unanswered."""
@@ -235,12 +285,7 @@ class MessageStore:
     async def latest_summary(self, conversation_id: str) -> Summary | None:
         """The summary that covers the most (a background fold finishing after ``/new``'s own
         covers less, and does not replace it)."""
-        row = await self._db.row(
-            "SELECT summary, up_to_message_id, created_at FROM session_summaries"
-            " WHERE conversation_id = ? ORDER BY up_to_message_id DESC, id DESC LIMIT 1",
-            (conversation_id,),
-        )
-        return from_row(Summary, row) if row else None
+        return await self._db.read(lambda db: _latest_summary(db, conversation_id))
 
     async def add_summary(self, conversation_id: str, summary: str, *, up_to_message_id: int) -> None:
         await self._db.execute(
@@ -280,19 +325,22 @@ class MessageStore:
         ``error`` the turn failed and the reply is a notice (kept out of the model's history)."""
         now = self._db.now()
         failed = error is not None
-        async with self._db.transaction() as db:
-            reply_id = await insert_outbound(db, now=now, conversation_id=conversation_id, text=reply, turn_id=turn_id,
-                                             kind=MessageKind.NOTICE if failed else MessageKind.CHAT)
+
+        def work(db: sqlite3.Connection) -> int:
+            reply_id = insert_outbound(db, now=now, conversation_id=conversation_id, text=reply, turn_id=turn_id,
+                                       kind=MessageKind.NOTICE if failed else MessageKind.CHAT)
             if inbound_id is not None:
-                await _close_inbound(db, now=now, inbound_id=inbound_id, turn_id=turn_id,
-                                     status=MessageStatus.FAILED if failed else MessageStatus.DONE)
-            await db.execute(
+                _close_inbound(db, now=now, inbound_id=inbound_id, turn_id=turn_id,
+                               status=MessageStatus.FAILED if failed else MessageStatus.DONE)
+            db.execute(
                 "UPDATE turns SET status = ?, llm_calls = ?, tool_calls = ?, hit_ceiling = ?, stopped_repeat = ?,"
                 " unbacked_claims = ?, error = ?, finished_at = ? WHERE id = ?",
                 (str(TurnStatus.FAILED if failed else TurnStatus.OK), llm_calls, tool_calls, int(hit_ceiling),
                  int(stopped_repeat), unbacked_claims, error, now, turn_id),
             )
-        return reply_id
+            return reply_id
+
+        return await self._db.write(work)
 
     async def actions_for_message(self, message_id: int) -> list[ActedTool]:
         """Tool calls that acted (or asked for approval) in turns that handled this message, dry
