@@ -128,7 +128,7 @@ class AssistantConfig(_Model):
     max_turns: int = Field(5, ge=1, le=50)
     max_turn_tokens: int = Field(60000, ge=1000, le=10_000_000)  # prompt + completion over a turn's model calls
     history_limit: int = Field(15, ge=2, le=500)
-    summary_batch: int = Field(4, ge=1, le=100)
+    summary_batch: int = Field(8, ge=1, le=100)  # a fold every 4 exchanges: half the background calls of 4
     max_message_chars: int = Field(16000, ge=100, le=MAX_MESSAGE_CHARS)
     recovery_max_age_s: float = Field(3600.0, gt=0)
     shutdown_timeout_s: float = Field(30.0, gt=0)

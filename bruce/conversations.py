@@ -84,7 +84,7 @@ class TurnSettings:
     max_model_calls: int = 5
     max_turn_tokens: int | None = 60000
     history_limit: int = 15
-    summary_batch: int = 4
+    summary_batch: int = 8
     admin_base_url: str = "http://127.0.0.1:8765"
     summary_model: str | None = None  # for /new's summary; None: the chat model
     artifacts_dir: Path | None = None  # tools.artifacts.dir: only files inside it are sent; None: none are

@@ -48,7 +48,7 @@ class WorkerSettings:
     max_message_chars: int = 16000
     approval_poll_s: float = 2.0
     history_limit: int = 15
-    summary_batch: int = 4
+    summary_batch: int = 8
     summary_model: str | None = None  # None: the chat model (and its fallbacks)
     store_retries: int = 4  # a message whose turn failed on the database is tried again this often
     store_backoff_s: float = 1.0
