@@ -332,13 +332,14 @@ class Conversations:
     ) -> tuple[TurnResult, list[dict[str, Any]]]:
         """The loop's result, and the context it started from (system prompt and history)."""
         s = self._settings
-        view = await self._turn_view(scope.conversation_id, inbound.id if inbound else None)
+        view, memory = await asyncio.gather(  # two reads queued at once: one wait for the database thread
+            self._turn_view(scope.conversation_id, inbound.id if inbound else None),
+            self.memory.context() if self.memory is not None else _nothing_remembered())
         system_prompt = build_system_prompt(
             system_prompt=s.system_prompt, name=s.name, summary=view.summary.summary if view.summary else None,
             now=self._clock.now(), zone=s.zone,
             previous_message_at=parse_iso(view.previous_at) if view.previous_at else None,
-            tools=self._registry.offered(scope), scheduled=scope.scheduled,
-            memory=await self.memory.context() if self.memory is not None else "",
+            tools=self._registry.offered(scope), scheduled=scope.scheduled, memory=memory,
         )
         history: list[dict[str, Any]] = list(_as_history(view.history))
         if prompt is not None:
@@ -512,3 +513,7 @@ def _decision_text(decision: Decision, confirmation_id: str) -> str:
 
 def _as_history(messages: list[StoredMessage]) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.text} for m in messages]
+
+
+async def _nothing_remembered() -> str:
+    return ""
