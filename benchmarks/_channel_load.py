@@ -245,6 +245,7 @@ class FakeChannel:
         self.mode, self.script = mode, script
         self.endpoints: dict[str, str] = {}
         self.events: list[tuple[str, Any, float]] = []
+        self._times: dict[tuple[str, Any], list[float]] = {}  # (call, chat) and (call, None): when, in order
         self.chats: dict[int, int] = {}  # user -> chat id, from the pushes
         self._changed = asyncio.Event()
         self._child: Child | None = None
@@ -289,6 +290,9 @@ class FakeChannel:
     # -- the handle ----------------------------------------------------------------------
     def _on_call(self, name: str, chat: Any, at: float) -> None:
         self.events.append((name, chat, at))
+        self._times.setdefault((name, chat), []).append(at)
+        if chat is not None:
+            self._times.setdefault((name, None), []).append(at)
         self._changed.set()
 
     async def start(self) -> None:
@@ -311,7 +315,7 @@ class FakeChannel:
         return list(result)
 
     def times(self, name: str, chat: Any = None) -> list[float]:
-        return [at for m, c, at in self.events if m == name and (chat is None or c == chat)]
+        return self._times.get((name, chat), [])  # (indexed: the harness's own CPU is counted as Bruce's)
 
     def replies(self, user: int) -> list[float]:
         """When the replies in the user's private chat reached the fake."""
@@ -319,7 +323,7 @@ class FakeChannel:
         return [] if chat is None else self.times(self.reply, chat)
 
     def count(self, name: str) -> int:
-        return sum(1 for m, _, _ in self.events if m == name)
+        return len(self._times.get((name, None), []))
 
     async def wait(self, done: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
         deadline = time.monotonic() + timeout
@@ -421,6 +425,11 @@ async def sequential(app: Any, ch: FakeChannel, args: argparse.Namespace) -> dic
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(args.profile)
+    # long-term memory reads each message once the chat has paused (memory.extract_after_s):
+    # its model calls come after the window above, and are measured here on their own
+    memory_cpu0 = cpu_s()
+    await _quiet(app)
+    memory_cpu = cpu_s() - memory_cpu0
     child1 = await ch.child_cpu_s()
     (conversation,) = _conversations(ch, [SEQ_USER])
     rows = _turn_rows(db, [conversation])
@@ -448,11 +457,23 @@ async def sequential(app: Any, ch: FakeChannel, args: argparse.Namespace) -> dic
         f"fake_{ch.kind}_cpu_ms_per_message": (round((child1 - child0) * 1000 / args.messages, 2)
                                                if child0 is not None and child1 is not None else None),
         "background_summary_turns": summaries,
+        "memory_turns": _count(db, "SELECT COUNT(*) FROM turns WHERE conversation_id = ? AND source = 'memory'",
+                               conversation),
+        "memory_cpu_ms_per_message": round(memory_cpu * 1000 / args.messages, 2),
         **{key: ch.count(name) - counts0[key] for key, name in ch.counted.items()},
     }
 
 
+async def _quiet(app: Any) -> None:
+    """Wait until nothing runs in the background: turns, summaries, and memory's extractions
+    (which start once a chat has paused), so that no phase is charged with an earlier one's work."""
+    await app.worker.wait_idle()
+    if app.memory is not None:
+        await app.memory.wait_idle()
+
+
 async def burst(app: Any, ch: FakeChannel, *, round_no: int, chats: int, latency_ms: float) -> dict[str, Any]:
+    await _quiet(app)
     users = [BURST_BASE + 100 * round_no + i for i in range(chats)]
     cpu0 = cpu_s()
     pushed = await ch.push([(u, "hello, what is on my calendar today?") for u in users])
@@ -564,7 +585,7 @@ async def run(args: argparse.Namespace, channel: type[FakeChannel], script: str)
 
         # -- warm-up: first HTTP connections, first streamed call; not measured ---------------
         cold = [(await _exchange(ch, WARM_USER, "hi" if i == 0 else f"warm-up {i}"))[1] for i in range(args.warmup)]
-        await app.worker.wait_idle()
+        await _quiet(app)
         res.meta["first_reply_ms"] = round(cold[0], 1) if cold else None
         res.meta["warmup_messages"] = args.warmup
 
@@ -630,6 +651,8 @@ def table(res: Results, ch: type[FakeChannel]) -> str:
         f"  process CPU {s['cpu_ms_per_message']:.1f} ms/message (user+sys, incl. "
         f"{s['background_summary_turns']} background summaries)"
         + (f"; {ch.fake_name} process {fake_cpu:.1f} ms/message" if fake_cpu is not None else ""),
+        f"  then long-term memory's extraction: {s['memory_turns']} model calls, "
+        f"{s['memory_cpu_ms_per_message']:.1f} ms of CPU per message (once the chat paused; not in the figure above)",
         "  " + ", ".join(f"{s[key]} {name}" for key, name in ch.counted.items()) + f"; wall {s['wall_s']:.2f} s",
         "",
         f"burst: {b['chats']} private chats x 1 message at once, LLM latency {b['latency_ms']:g} ms, "
