@@ -31,6 +31,7 @@ from bruce.budget import Budget
 from bruce.clock import Clock, utc_iso
 from bruce.jobs import JobBook, JobError, JobView
 from bruce.store import Store
+from bruce.store.records import from_json
 from bruce.usage import usage_by_day
 from bruce.values import DecisionOutcome, ToolStatus, TurnSource
 
@@ -603,18 +604,10 @@ def _parse_filters(query: Mapping[str, str], known: Mapping[str, str] = FILTERS,
 
 
 def _item(row: Mapping[str, Any]) -> dict[str, Any]:
-    def parsed(text: Any) -> Any:
-        if text is None:
-            return None
-        try:
-            return json.loads(text)
-        except (TypeError, ValueError):
-            return text
-
     return {"id": row["id"], "tool_name": row["tool_name"], "status": row["status"], "risk": row["risk"],
             "source": row["source"], "conversation_id": row["conversation_id"], "turn_id": row["turn_id"],
-            "latency_ms": row["latency_ms"], "started_at": row["created_at"], "input": parsed(row["input"]),
-            "output": parsed(row["output"]), "error": row["error"]}
+            "latency_ms": row["latency_ms"], "started_at": row["created_at"], "input": from_json(row["input"]),
+            "output": from_json(row["output"]), "error": row["error"]}
 
 
 def _svg_points(values: list[float], width: int = 600, height: int = 120) -> str:

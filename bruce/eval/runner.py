@@ -13,7 +13,6 @@ whatever happens (a failure, a time-out, Ctrl-C).
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import tempfile
@@ -34,6 +33,7 @@ from bruce.eval.clock import CaseClock
 from bruce.eval.judge import Judge, Verdict
 from bruce.eval.observed import CallStats, ToolRun, TurnRecord, call_stats
 from bruce.eval.pages import PageServer
+from bruce.store.records import from_json
 
 __all__ = ["RunSettings", "Attempt", "CaseOutcome", "case_config", "play_case", "run_cases", "TURN_GRACE_S"]
 
@@ -130,15 +130,6 @@ async def _seed(app: App, case: Case, conversation_id: str) -> None:
         path.write_text(content, encoding="utf-8")
 
 
-def _json(text: Any) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError):
-        return text
-
-
 def _marks(count: int) -> str:
     return ", ".join("?" * count)
 
@@ -168,8 +159,8 @@ async def _observe(app: App, conversation_id: str, platform_id: str) -> dict[str
         error = f"the turn ended {last['status']}" + (f" ({last['error']})" if last["error"] else "")
     return {
         "reply": "\n\n".join(str(r["text"]) for r in replies),
-        "tools": tuple(ToolRun(str(t["tool_name"]), _json(t["input"]), str(t["status"]), t["error"],
-                               _json(t["output"])) for t in tools),
+        "tools": tuple(ToolRun(str(t["tool_name"]), from_json(t["input"]), str(t["status"]), t["error"],
+                               from_json(t["output"])) for t in tools),
         "unbacked_claims": sum(int(t["unbacked_claims"] or 0) for t in turns),
         "llm": await call_stats(app.store, ids),
         "jobs": tuple(await app.store.jobs.for_conversation(conversation_id, live_only=False)),

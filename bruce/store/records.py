@@ -44,6 +44,16 @@ def to_json(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
+def from_json(text: Any) -> Any:
+    """A column ``to_json`` wrote, read back: the JSON value, or the text as it is when it is not JSON."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
     id: int
