@@ -125,20 +125,26 @@ class Database:
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
         """One atomic unit of writes. The connection is shared, so writers take turns: without
         the lock, another coroutine's commit could land in the middle of this transaction."""
+        async with self._writing():
+            try:
+                yield self._db
+                await self._db.commit()
+            except sqlite3.Error as exc:
+                await self._db.rollback()
+                error = StoreBusy if _is_busy(exc) else StoreError
+                raise error(f"database write failed: {exc}") from exc
+            except BaseException:
+                await self._db.rollback()
+                raise
+
+    @asynccontextmanager
+    async def _writing(self) -> AsyncIterator[None]:
+        """Hold the write lock, counted as a write under way (``close`` waits for those)."""
         self._writers += 1
         self._no_writers.clear()
         try:
             async with self._write_lock:
-                try:
-                    yield self._db
-                    await self._db.commit()
-                except sqlite3.Error as exc:
-                    await self._db.rollback()
-                    error = StoreBusy if _is_busy(exc) else StoreError
-                    raise error(f"database write failed: {exc}") from exc
-                except BaseException:
-                    await self._db.rollback()
-                    raise
+                yield
         finally:
             self._writers -= 1
             if self._writers == 0:
@@ -150,10 +156,8 @@ class Database:
         timeout) is tried again, twice. A caller cancelled meanwhile does not stop the trip: the
         transaction still commits or rolls back whole, never half."""
         for attempt in range(self._busy_retries + 1):
-            self._writers += 1
-            self._no_writers.clear()
             try:
-                async with self._write_lock:
+                async with self._writing():
                     return await self._trip(_atomically, work)
             except sqlite3.Error as exc:
                 if not _is_busy(exc):
@@ -161,10 +165,6 @@ class Database:
                 if attempt == self._busy_retries:
                     raise StoreBusy(f"database write failed: {exc}") from exc
                 log.warning("store.busy_retry", attempt=attempt + 1)
-            finally:
-                self._writers -= 1
-                if self._writers == 0:
-                    self._no_writers.set()
             await asyncio.sleep(0.1 * 2**attempt)
         raise AssertionError("unreachable")
 

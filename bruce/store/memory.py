@@ -133,12 +133,9 @@ class MemoryStore:
         row = await self._db.row("SELECT * FROM memory_facts WHERE id = ?", (fact_id,))
         return _fact(row) if row else None
 
-    async def recent(self, *, limit: int, since: str) -> list[Fact]:
-        """Active facts seen since ``since``, newest first: the read path."""
-        return await self._db.read(lambda db: _recent(db, limit, since))
-
     async def context(self, *, limit: int, since: str) -> tuple[list[Fact], MemorySummary | None]:
-        """What a prompt's ``<memory>`` shows, in one trip: ``recent`` facts and the latest summary."""
+        """What a prompt's ``<memory>`` shows, in one trip: the active facts seen since ``since``
+        (newest first, at most ``limit``) and the latest summary."""
         return await self._db.read(lambda db: (_recent(db, limit, since) if limit else [], _latest_summary(db)))
 
     async def facts(self, *, include_archived: bool = True) -> list[Fact]:

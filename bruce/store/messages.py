@@ -115,11 +115,6 @@ class MessageStore:
         )
         self._known_conversations.add(conversation_id)
 
-    async def session_start(self, conversation_id: str) -> int:
-        """The id of the message that started the current session (``/new``); 0 if none did.
-        The model's history holds only messages after it."""
-        return await self._db.read(lambda db: _session_start(db, conversation_id))
-
     async def start_session(self, conversation_id: str, *, at_message_id: int) -> None:
         """Start a fresh session at this message: what came before leaves the model's history."""
         await self._db.execute(
@@ -176,18 +171,6 @@ class MessageStore:
         row = await self._db.row(f"SELECT {_COLUMNS} FROM messages WHERE id = ?", (message_id,))
         return from_row(StoredMessage, row) if row else None
 
-    async def history(
-        self, conversation_id: str, *, limit: int, up_to_id: int, after_id: int = 0, inbound_id: int | None = None,
-    ) -> list[StoredMessage]:
-        """The last ``limit`` chat messages with ``after_id < id <= up_to_id``, in conversation
-        order: a reply right after the message it answers (in a burst, a reply is stored after
-        the next message arrived), then storage order.
-
-        With ``inbound_id`` (the message a turn answers), user messages stored after it are
-        left for their own turns; it comes last, as what the model answers."""
-        return await self._db.read(lambda db: _history(db, conversation_id, limit=limit, up_to_id=up_to_id,
-                                                       after_id=after_id, inbound_id=inbound_id))
-
     async def turn_view(self, conversation_id: str, *, limit: int, inbound_id: int | None = None) -> TurnView:
         """What a turn starts from, read in one trip: the session summary, when the message before
         the turn's came, and the history (``history`` of the session after the summary, up to
@@ -201,9 +184,6 @@ class MessageStore:
             return TurnView(summary, previous, history)
 
         return await self._db.read(work)
-
-    async def last_id(self, conversation_id: str) -> int:
-        return await self._db.read(lambda db: _last_id(db, conversation_id))
 
     async def turn_of(self, message_id: int) -> str | None:
         """The chat turn that answered an inbound message (the latest, after a retry)."""
@@ -220,9 +200,6 @@ class MessageStore:
     async def max_id(self) -> int:
         row = await self._db.row("SELECT MAX(id) AS id FROM messages")
         return int(row["id"]) if row and row["id"] is not None else 0
-
-    async def previous_time(self, conversation_id: str, before_id: int) -> str | None:
-        return await self._db.read(lambda db: _previous_time(db, conversation_id, before_id))
 
     async def to_fold(self, conversation_id: str, *, keep_last: int) -> list[StoredMessage]:
         """Chat messages of the current session older than the last ``keep_last`` and not yet in
