@@ -569,6 +569,8 @@ async def run(args: argparse.Namespace, channel: type[FakeChannel], script: str)
                       "vmrss_after_build_app_mb": rss_built}
         res.startup["idle_cpu_ms_per_s"] = round((cpu_s() - idle_cpu0) * 1000 / args.idle_s, 2)
 
+        import bruce.loop as bruce_loop
+
         res.meta = {
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "python": platform.python_version(),
@@ -578,6 +580,7 @@ async def run(args: argparse.Namespace, channel: type[FakeChannel], script: str)
             "server": args.server,
             "model": MODEL,
             "log_level": args.log_level,
+            "event_loop": bruce_loop.running_loop_name(),
             "history_limit": config.assistant.history_limit,
             "summary_batch": config.assistant.summary_batch,
             **ch.meta(args),
@@ -634,7 +637,7 @@ def table(res: Results, ch: type[FakeChannel]) -> str:
     m, s, b, st, mem = res.meta, res.sequential, res.burst, res.startup, res.memory
     lines = [
         f"Bruce on {ch.kind.capitalize()}  ({m['date']}, Python {m['python']}, nproc={m['nproc']}, {ch.fake_name}={m[ch.kind]}, "
-        f"fake LLM={m['server']}, log={m['log_level']}{ch.table_note(m)})",
+        f"fake LLM={m['server']}, log={m['log_level']}, loop={m['event_loop']}{ch.table_note(m)})",
         "",
         f"sequential: {s['messages']} messages in one private chat, LLM latency {s['latency_ms']:g} ms, "
         f"next message {s['gap_ms']:g} ms after each reply",
@@ -699,6 +702,8 @@ def parser(description: str, channel: type[FakeChannel]) -> argparse.ArgumentPar
                        help=f"run the {fake} in a child process (default) or in Bruce's event loop")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error", "off"],
                    help="Bruce's log level; JSON lines rendered and written to /dev/null (default info)")
+    p.add_argument("--event-loop", choices=["auto", "uvloop", "asyncio"], default="auto",
+                   help="Bruce's loop, as runtime.event_loop (default auto: uvloop where installed, like bruce run)")
     p.add_argument("--profile", metavar="FILE", help="cProfile the sequential run into FILE (pstats)")
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout (table on stderr)")
     p.add_argument("--serve-child", choices=["llm", channel.kind], help=argparse.SUPPRESS)
@@ -710,7 +715,9 @@ def main(p: argparse.ArgumentParser, channel: type[FakeChannel], script: str, ar
     if args.serve_child:
         asyncio.run(serve_child(args.serve_child, args.latency_ms, channel))
         return 0
-    res = asyncio.run(run(args, channel, str(Path(script).resolve())))
+    from bruce.loop import run as run_loop  # here: the start-up figure times bruce's imports itself
+
+    res = run_loop(run(args, channel, str(Path(script).resolve())), args.event_loop)
     if args.json:
         print(table(res, channel), file=sys.stderr)
         print(json.dumps(asdict(res), indent=2))

@@ -32,6 +32,7 @@ from bruce.jobs import JobBook
 from bruce.limits import RateLimiter
 from bruce.llm import LLMService
 from bruce.log import Redactor
+from bruce.loop import running_loop_name
 from bruce.memory import Memory, MemorySettings
 from bruce.outbox import Outbox, OutboxSettings
 from bruce.recovery import Recovery
@@ -284,7 +285,7 @@ class App:
         for channel in self.channels.values():
             await channel.start(self.worker)
         log.info("app.started", channels=sorted(self.channels), model=self.config.llm.model,
-                 timezone=self.config.assistant.timezone)
+                 timezone=self.config.assistant.timezone, event_loop=running_loop_name())
         for note in self.warnings():
             log.warning("app.setup_incomplete", hint=note)
         await self.worker.recover(up_to_id=left_over)

@@ -36,6 +36,8 @@ from bruce.channel import LocalDecision
 from bruce.config import Config, default_config_path, load_config, unknown_overrides
 from bruce.errors import BruceError, ConfigError, ContractError
 from bruce.log import Redactor, configure_logging
+from bruce.loop import loop_factory
+from bruce.loop import run as run_loop
 
 if TYPE_CHECKING:
     from bruce.app import App
@@ -107,6 +109,10 @@ def check_config(config: Config, *, source: str | None = None) -> None:
     if config.admin.enabled and config.admin.token is None and not is_loopback(config.admin.host):
         problems.append(f"admin.token: required when admin.host ({config.admin.host}) is beyond this machine; "
                         "set it (at least 16 random characters) or keep admin.host at 127.0.0.1")
+    try:
+        loop_factory(config.runtime.event_loop)  # runtime.event_loop: uvloop where it cannot be loaded
+    except ConfigError as exc:
+        problems += exc.problems
     if problems:
         raise ConfigError(problems, source=source)
 
@@ -400,7 +406,7 @@ def _main(argv: Sequence[str] | None) -> int:
         redactor=Redactor(config.secrets()),
     )
     try:
-        return asyncio.run(_chat(config, redactor) if chat else _serve(config, redactor))
+        return run_loop(_chat(config, redactor) if chat else _serve(config, redactor), config.runtime.event_loop)
     except ConfigError as exc:
         print(f"bruce: {exc}", file=sys.stderr)
         return 2

@@ -404,6 +404,10 @@ class LoggingConfig(_Model):
     format: Literal["auto", "json", "console"] = "auto"
 
 
+class RuntimeConfig(_Model):
+    event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"  # bruce.loop: uvloop where installed
+
+
 class ConsoleConfig(_Model):
     socket_path: Path = Path("data/bruce.sock")  # the daemon's local console socket (mode 0600)
 
@@ -497,6 +501,7 @@ class Config(_Model):
     admin: AdminConfig = AdminConfig()
     tools: ToolsConfig = ToolsConfig()
     logging: LoggingConfig = LoggingConfig()
+    runtime: RuntimeConfig = RuntimeConfig()
     console: ConsoleConfig = ConsoleConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
     limits: LimitsConfig = LimitsConfig()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import os
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
@@ -160,3 +161,19 @@ async def start_app(clock: FakeClock) -> AsyncIterator[Callable[[Config], Any]]:
     yield start
     for app in apps:
         await app.stop()
+
+
+# Every async test runs on the loop `bruce run` picks by default (runtime.event_loop: auto, which
+# is uvloop where it is installed, and it is a dependency here); the daemon's end-to-end tests on
+# Telegram and Discord run once more on asyncio's own loop, the fallback and `event_loop: asyncio`.
+_ALSO_ON_ASYNCIO = frozenset({"test_telegram.py", "test_discord.py"})
+
+
+def pytest_asyncio_loop_factories(config, item):
+    from bruce.loop import loop_factory
+
+    name, factory = loop_factory("auto")
+    factories = {name: factory}
+    if item.path.name in _ALSO_ON_ASYNCIO:
+        factories["asyncio"] = asyncio.new_event_loop
+    return factories
