@@ -206,6 +206,34 @@ async def test_public_resolution_passes_and_dns_failure(monkeypatch: pytest.Monk
     assert err.value.code == "dns_error"
 
 
+async def test_allowed_hosts_refuse_another_host_before_any_dns_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A URL the model made up from a page it read (``http://<secret>.attacker.example/``) must not
+    reach DNS at all when tools.web.allowed_hosts is set: the lookup alone would leak the name."""
+    from tools.web_tools import only_hosts
+
+    looked_up: list[str] = []
+
+    async def fake_getaddrinfo(host: str, port: int, **_: Any) -> list[Any]:
+        looked_up.append(host)
+        address = "10.0.0.7" if host == "intranet.example" else "93.184.216.34"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", fake_getaddrinfo)
+    guard = only_hosts(["docs.example", "intranet.example"])
+    with pytest.raises(ToolFailed) as err:
+        await guard("https://c2VjcmV0LWRhdGE.attacker.example/x", allow_private=False)
+    assert err.value.code == "blocked_address" and "attacker.example" in str(err.value)
+    assert looked_up == []
+    with pytest.raises(ToolFailed) as err:
+        await guard("ftp://docs.example/file", allow_private=False)
+    assert err.value.code == "unsupported_scheme" and looked_up == []
+    await guard("https://docs.example/page", allow_private=False)  # allowed: looked up and checked as before
+    assert looked_up == ["docs.example"]
+    with pytest.raises(ToolFailed) as err:  # allowed, but private: still refused after its lookup
+        await guard("http://intranet.example/", allow_private=False)
+    assert err.value.code == "blocked_address" and looked_up[-1] == "intranet.example"
+
+
 async def test_pinned_transport_needs_no_proxy() -> None:
     with pytest.raises(TypeError):
         PinnedTransport(proxy="http://127.0.0.1:3128")

@@ -99,17 +99,21 @@ def search_backend(config: WebToolsConfig) -> SearchBackend:
 
 def only_hosts(allowed: Collection[str]) -> Guard:
     """The SSRF guard, plus: the URL's host (``host`` or ``host:port``) must be in ``allowed``
-    (``tools.web.allowed_hosts``). It runs on the first URL and on every redirect target."""
+    (``tools.web.allowed_hosts``), checked before the host is looked up, so another host's name
+    never reaches DNS (where a prompt-injected URL could leak data in it). It runs on the first
+    URL and on every redirect target."""
     hosts = frozenset(h.lower() for h in allowed)
 
     async def guard(url: str, *, allow_private: bool) -> None:
-        await resolve_and_check(url, allow_private=allow_private)
+        await resolve_and_check(url, allow_private=True)  # the URL's form and scheme only: no DNS lookup yet
         parsed = httpx.URL(url)  # resolve_and_check has refused what does not parse
         host = parsed.host.lower()
         shown = f"[{host}]" if ":" in host else host
         if shown not in hosts and f"{shown}:{parsed.port}" not in hosts:
+            # before any lookup: a name the model made up (from a page it read) is never sent to DNS
             raise ToolFailed(f"Refused to fetch from host '{shown}': only {', '.join(sorted(hosts))} may be fetched "
                              "here (tools.web.allowed_hosts).", code="blocked_address")
+        await resolve_and_check(url, allow_private=allow_private)
 
     return guard
 
