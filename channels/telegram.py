@@ -28,7 +28,8 @@ messages that mention the bot or reply to it are passed on, without the mention.
 
 While a turn runs: ``typing`` every 4 s; in private chats the progress events are shown as a
 ``sendMessageDraft`` draft (tool steps, then the answer as it streams), at most one draft a
-second, and typing alone if the server refuses drafts. The reply itself is always a normal
+second, and typing alone if the server refuses drafts (for every chat when it does not know
+the method, for the turn when one chat's draft is refused). The reply itself is always a normal
 ``sendMessage``: the model's Markdown as Telegram HTML (``telegram_format``), plain text if
 Telegram cannot parse it. Approval requests carry inline Approve / Deny buttons whose
 ``callback_data`` holds only the decision and the request id; a press calls ``decide``, and
@@ -536,11 +537,12 @@ class TelegramChannel:
         await (await self._bot()).send_document(int(chat_id), path, caption)
 
     async def _draft(self, chat_id: int, draft_id: int, text: str) -> bool:
-        """One draft update; False (and drafts off for good) when the server refuses the method."""
-        shown = await (await self._bot()).draft(chat_id, draft_id, text)
-        if not shown:
+        """One draft update; False when it was refused: for this turn when the chat refused it,
+        for good (every chat) when the server does not know the method."""
+        outcome = await (await self._bot()).draft(chat_id, draft_id, text)
+        if outcome == "unsupported":
             self._drafts_refused = True
-        return shown
+        return outcome == "shown"
 
 
 class _Draft:

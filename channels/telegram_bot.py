@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import html
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 from aiogram import Bot
@@ -37,11 +37,12 @@ from aiogram.types import CallbackQuery, FSInputFile, InlineKeyboardButton, Inli
 from bruce.errors import ChannelSendError
 from channels.telegram_format import plain_text
 
-__all__ = ["TelegramBot", "translate_error", "DRAFT_MAX_CHARS"]
+__all__ = ["TelegramBot", "translate_error", "DRAFT_MAX_CHARS", "DraftOutcome"]
 
 log = structlog.get_logger(__name__)
 
 DRAFT_MAX_CHARS = 4000
+DraftOutcome = Literal["shown", "refused", "unsupported"]
 
 
 def translate_error(exc: TelegramAPIError) -> ChannelSendError:
@@ -133,16 +134,21 @@ class TelegramBot:
         with contextlib.suppress(TelegramAPIError, TimeoutError):
             await self._bot.send_chat_action(chat_id, "typing")
 
-    async def draft(self, chat_id: int, draft_id: int, text: str) -> bool:
-        """One draft update; False when the server refuses the method (drafts are then off)."""
+    async def draft(self, chat_id: int, draft_id: int, text: str) -> DraftOutcome:
+        """One draft update: ``shown``; ``refused`` when this chat's draft was refused (a user
+        who blocked the bot, a chat it cannot draft in); ``unsupported`` when the server does not
+        know the method (404), which holds for every chat."""
         try:
             await self._bot(SendMessageDraft(chat_id=chat_id, draft_id=draft_id, text=text[:DRAFT_MAX_CHARS]))
-        except (TelegramNotFound, TelegramBadRequest, TelegramForbiddenError) as exc:
-            log.info("telegram.drafts_refused", error=exc.message)
-            return False
+        except TelegramNotFound as exc:
+            log.info("telegram.drafts_unsupported", error=exc.message)
+            return "unsupported"
+        except (TelegramBadRequest, TelegramForbiddenError) as exc:
+            log.info("telegram.draft_refused", chat=chat_id, error=exc.message)
+            return "refused"
         except (TelegramAPIError, TimeoutError):
-            return True  # a hiccup: the next one may go through
-        return True
+            return "shown"  # a hiccup: the next one may go through
+        return "shown"
 
     async def answer_button(self, query: CallbackQuery, text: str, *, alert: bool) -> None:
         with contextlib.suppress(TelegramAPIError, TimeoutError):

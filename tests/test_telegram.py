@@ -378,6 +378,19 @@ async def test_a_server_without_drafts_gets_typing_alone(started, api, fake_llm)
     assert len(api.calls_to("sendChatAction")) >= 2
 
 
+async def test_one_chat_refusing_a_draft_does_not_turn_drafts_off_for_everyone(started, api, fake_llm):
+    await started(allowed_users=[OWNER, 222])
+    api.fail_next("sendMessageDraft", status=403, description="Forbidden: bot was blocked by the user")
+    fake_llm.add(Step.tool_calls(("clock_now", {})), Step.text("It is noon."))
+    api.push_message(222, 222, "time?")
+    assert await replies(api, 222, 1) == ["It is noon."]
+    assert len(api.calls_to("sendMessageDraft")) == 1  # refused: that turn goes on with typing alone
+    fake_llm.add(Step.tool_calls(("clock_now", {})), Step.text("Still noon."))
+    api.push_message(OWNER, OWNER, "and for me?")
+    assert await replies(api, OWNER, 1) == ["Still noon."]
+    assert [int(c["chat_id"]) for c in api.calls_to("sendMessageDraft")][1:2] == [OWNER]  # the owner still sees drafts
+
+
 async def test_telegram_down_at_boot_does_not_end_the_channel(started, api, fake_llm, clock):
     api.fail_next("getMe", status=502, description="Bad Gateway", times=3)
     await started()  # start-up does not wait for Telegram
