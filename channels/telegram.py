@@ -49,6 +49,7 @@ import hmac
 import html
 import importlib
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -452,10 +453,10 @@ class TelegramChannel:
         text = message.text or ""
         replied = message.reply_to_message
         to_us = replied is not None and replied.from_user is not None and replied.from_user.id == self._bot_id
-        mention = f"@{self._username}" if self._username else None
-        if mention and mention in text.lower():
-            start = text.lower().index(mention)
-            return (text[:start] + text[start + len(mention):]).strip() or None
+        # @name, not the start of a longer one (@name_2bot is another bot)
+        found = re.search(rf"@{re.escape(self._username)}(?!\w)", text, re.IGNORECASE) if self._username else None
+        if found:
+            return (text[:found.start()] + text[found.end():]).strip() or None
         return (text.strip() or None) if to_us else None
 
     async def _local_command(self, message: Message, text: str, sender: str, private: bool) -> bool:

@@ -265,6 +265,7 @@ async def test_in_groups_only_a_mention_or_a_reply_to_the_bot_is_answered(starte
     group = -100123
     fake_llm.add(Step.text("Hello group."))
     api.push_message(group, OWNER, "just chatting", chat_type="supergroup")
+    api.push_message(group, OWNER, f"ask @{api.bot_username}x instead", chat_type="supergroup")  # another bot
     api.push_message(group, OWNER, f"@{api.bot_username} hello", chat_type="supergroup")
     (reply,) = await replies(api, group, 1)
     assert reply == "Hello group."
