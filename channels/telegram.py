@@ -24,7 +24,9 @@ failure leaves it with Telegram, to be fetched again. Webhook mode serves
 every request (401 without it) and answers 200 once the update is handled.
 
 Access: ``deliver`` applies the allow-list (and pairing). In groups (``groups: true``), only
-messages that mention the bot or reply to it are passed on, without the mention.
+messages that mention the bot or reply to it are passed on, without the mention. ``/id`` answers
+anyone in a private chat (a stranger once a minute); in a group, a sender outside
+``allowed_users`` gets no answer to ``/id``, ``/start`` or ``/help``.
 
 While a turn runs: ``typing`` every 4 s; in private chats the progress events are shown as a
 ``sendMessageDraft`` draft (tool steps, then the answer as it streams), at most one draft a
@@ -52,7 +54,7 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +86,8 @@ POLL_BACKOFF_MAX_S = 30.0
 CONTROL_TIMEOUT_S = 20.0  # getMe, deleteWebhook, setMyCommands, setWebhook
 MAX_ANSWER_BYTES = 32 * 2**20  # a getUpdates answer is at most 100 updates; a proxy gone wrong gets no more
 CONFLICTS_BEFORE_WARNING = 3
+ID_QUIET = timedelta(minutes=1)  # a sender outside the allow-list gets one /id answer a minute
+ID_QUIET_KEEP = 1000  # past this many remembered /id answers, the ones older than ID_QUIET are dropped
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 COMMANDS = [("help", "what I can do"), ("id", "your Telegram user id, for the allow-list"),
             ("approve", "approve a pending request: /approve ID"), ("deny", "deny a pending request: /deny ID"),
@@ -178,6 +182,7 @@ class TelegramChannel:
         self._order = asyncio.Lock()  # updates are handled one at a time, in order
         self._polled_at = time.monotonic()  # the last getUpdates that completed (monotonic)
         self.last_receive: datetime | None = None  # the last getUpdates (or webhook call) that completed
+        self._id_told: dict[str, datetime] = {}  # stranger -> when /id last answered them
 
     # lifecycle ---------------------------------------------------------------------------
 
@@ -460,16 +465,38 @@ class TelegramChannel:
         return (text.strip() or None) if to_us else None
 
     async def _local_command(self, message: Message, text: str, sender: str, private: bool) -> bool:
-        """/start, /help and /id are answered here; /approve, /deny, /new, /jobs and everything else go on."""
+        """/start, /help and /id are answered here; /approve, /deny, /new, /jobs and everything else go on.
+        In a group, a sender outside ``allowed_users`` gets no answer to them; in a private chat,
+        /id answers anyone (that is how a new user learns their id), a stranger once a minute."""
         word = text.strip().split(maxsplit=1)[0].lower() if text.strip() else ""
         word = word.split("@", 1)[0]
-        if word == "/id":
-            await (await self._bot()).send_plain(message.chat.id, f"Your Telegram user id is {sender}.")
+        if word not in ("/id", "/start", "/help"):
+            return False
+        allowed = sender in self._section.allowed_users
+        if not private and not allowed:
+            log.info("telegram.group_command_ignored", chat=message.chat.id, command=word)
             return True
-        if word in ("/start", "/help") and (sender in self._section.allowed_users or not private):
+        if word == "/id":
+            if allowed or self._may_tell_id(sender):
+                await (await self._bot()).send_plain(message.chat.id, f"Your Telegram user id is {sender}.")
+            return True
+        if allowed:
             await (await self._bot()).send_plain(message.chat.id, HELP.format(name=self._assistant))
             return True
-        return False  # /start from a stranger goes on to admission (pairing explains itself)
+        return False  # /start or /help from a stranger goes on to admission (pairing explains itself)
+
+    def _may_tell_id(self, sender: str) -> bool:
+        """At most one /id answer a minute to each sender outside the allow-list: a stranger
+        cannot make the bot send a storm of replies (Telegram's own limits apply to the bot)."""
+        now = self._clock.now()
+        if len(self._id_told) > ID_QUIET_KEEP:
+            self._id_told = {k: t for k, t in self._id_told.items() if now - t < ID_QUIET}
+        told = self._id_told.get(sender)
+        if told is not None and now - told < ID_QUIET:
+            log.info("telegram.id_quiet", sender=sender)
+            return False
+        self._id_told[sender] = now
+        return True
 
     async def _on_button(self, query: CallbackQuery) -> None:
         if self._inbound is None:

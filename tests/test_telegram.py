@@ -243,11 +243,25 @@ async def test_strangers_reach_nothing(started, api, fake_llm):
     assert await rows(app, "SELECT id FROM messages") == []
 
 
-async def test_id_tells_anyone_their_id(started, api):
+async def test_id_tells_anyone_their_id_once_a_minute(started, api):
     await started()
-    api.push_message(STRANGER, STRANGER, "/id")
-    (reply,) = await replies(api, STRANGER, 1)
-    assert reply == f"Your Telegram user id is {STRANGER}."
+    for _ in range(5):  # a stranger cannot make the bot send a storm of replies
+        api.push_message(STRANGER, STRANGER, "/id")
+    api.push_message(OWNER, OWNER, "/id")
+    api.push_message(OWNER, OWNER, "/id")
+    assert await replies(api, OWNER, 2) == [f"Your Telegram user id is {OWNER}."] * 2
+    assert await replies(api, STRANGER, 1) == [f"Your Telegram user id is {STRANGER}."]
+    assert len([c for c in api.calls_to("sendMessage") if int(c["chat_id"]) == STRANGER]) == 1
+
+
+async def test_in_groups_strangers_get_no_command_answers(started, api, fake_llm):
+    app = await started()
+    group = -100777
+    for text in ("/help", "/start", "/id", "hello"):
+        api.push_message(group, STRANGER, f"{text}@{api.bot_username}", chat_type="supergroup")
+    api.push_message(group, OWNER, f"/id@{api.bot_username}", chat_type="supergroup")
+    assert await replies(api, group, 1) == [f"Your Telegram user id is {OWNER}."]  # handled after the stranger's
+    assert fake_llm.requests == [] and await rows(app, "SELECT id FROM messages") == []
 
 
 async def test_photos_get_a_clear_reply_and_edits_are_ignored(started, api, fake_llm):
