@@ -142,7 +142,7 @@ class BotAPI:
             raise Refused(method, status, f"an answer over {MAX_ANSWER_BYTES // 2**20} MB")
         try:
             body = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or JSON nested past the parser's depth
             raise Refused(method, status, "not a JSON answer") from None
         if not isinstance(body, dict):
             raise Refused(method, status, "not a Bot API answer")
@@ -410,7 +410,7 @@ class TelegramChannel:
         bot = await self._bot()
         try:
             update = bot.read_update(await request.json())
-        except ValueError:
+        except (ValueError, RecursionError):
             return web.json_response({"ok": False, "error": "not a Telegram update"}, status=400)
         self._received()
         try:

@@ -128,7 +128,7 @@ class WebChat:
     async def _body(self, request: web.Request) -> dict[str, Any]:
         try:
             body = await request.json()
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # (UnicodeDecodeError is a ValueError)
             raise web.HTTPBadRequest(text=json.dumps({"error": "the body must be a JSON object"}),
                                      content_type="application/json") from None
         if not isinstance(body, dict):

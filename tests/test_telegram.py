@@ -310,6 +310,18 @@ async def test_polling_survives_conflicts_and_a_hang(started, api, fake_llm):
     assert await replies(api, OWNER, 1, timeout=60) == ["Still here."]
 
 
+async def test_polling_survives_answers_that_are_not_updates(started, api, fake_llm):
+    await started()
+    await api.wait_for("getUpdates")
+    api.answer_next_raw("getUpdates", "<html>502 from a proxy</html>", status=502)
+    api.answer_next_raw("getUpdates", '{"ok": true, "result": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    api.answer_next_raw("getUpdates", '{"ok": true, "result": {"not": "a list"}}')
+    await api.wait_for("getUpdates", count=5, timeout=60)
+    fake_llm.add(Step.text("Still here."))
+    api.push_message(OWNER, OWNER, "are you alive?")
+    assert await replies(api, OWNER, 1, timeout=60) == ["Still here."]
+
+
 async def test_webhook_mode_checks_the_secret_token(started, api, fake_llm):
     app = await started(mode="webhook", webhook={"url": "https://bruce.example.org/tg", "secret_token": "s3cret-token",
                                                   "port": 0})
@@ -325,6 +337,10 @@ async def test_webhook_mode_checks_the_secret_token(started, api, fake_llm):
             assert response.status == 401
         async with http.post(url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "wrong"}) as response:
             assert response.status == 401
+        secret = {"X-Telegram-Bot-Api-Secret-Token": "s3cret-token", "Content-Type": "application/json"}
+        for bad in ("not json", "[" * 100_000 + "]" * 100_000, '{"update_id": "x"}'):
+            async with http.post(url, data=bad, headers=secret) as response:
+                assert response.status == 400
         assert fake_llm.requests == []
         fake_llm.add(Step.text("Got it."))
         async with http.post(url, data=json.dumps(update), headers={

@@ -115,6 +115,14 @@ async def test_bad_messages_are_400_and_nothing_is_stored(web, body, named):
     assert await rows(app, "SELECT id FROM messages") == []
 
 
+async def test_a_body_nested_too_deeply_is_400_not_a_crash(web):
+    app, client = web
+    deep = "[" * 100_000 + "]" * 100_000  # json.loads raises RecursionError, not ValueError
+    response = await client.post("/api/chat/messages", data=deep, headers={**BEARER, "Content-Type": "application/json"})
+    assert response.status == 400 and "JSON object" in (await response.json())["error"]
+    assert await rows(app, "SELECT id FROM messages") == []
+
+
 async def test_the_chat_needs_the_token_and_a_csrf_token_with_the_cookie(web):
     _, client = web
     assert (await client.post("/api/chat/messages", json={"text": "hi"})).status == 401

@@ -203,6 +203,7 @@ class FakeTelegramAPI:
         self._callback_seq = itertools.count(1)
         self._file_seq = itertools.count(1)
         self._failures: dict[str, deque[_Failure]] = {}
+        self._raw: dict[str, deque[tuple[int, str]]] = {}
         self._refused: dict[str, str] = {}
         self._hangs: deque[float] = deque()
         self._poll_generation = 0
@@ -329,6 +330,10 @@ class FakeTelegramAPI:
         queue = self._failures.setdefault(method.lower(), deque())
         queue.extend(_Failure(status, description, retry_after) for _ in range(times))
 
+    def answer_next_raw(self, method: str, body: str, *, status: int = 200) -> None:
+        """The next call of ``method`` is answered with ``body`` as it is (a broken proxy)."""
+        self._raw.setdefault(method.lower(), deque()).append((status, body))
+
     def hang_next_get_updates(self, seconds: float) -> None:
         self._hangs.append(seconds)
 
@@ -403,6 +408,9 @@ class FakeTelegramAPI:
             return _error_body(401, "Unauthorized")
         if (description := self._refused.get(method.lower())) is not None:
             return _error_body(404, description)
+        if raw := self._raw.get(method.lower()):
+            status, body = raw.popleft()
+            return web.Response(status=status, text=body, content_type="application/json")
         if queue := self._failures.get(method.lower()):
             failure = queue.popleft()
             return _error_body(failure.status, failure.description, failure.retry_after)
