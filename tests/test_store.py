@@ -193,3 +193,16 @@ async def test_several_reads_in_one_trip_see_one_conversation(tmp_path, clock):
     assert view.summary is not None and view.summary.summary == "they said one"
     assert view.previous_at is not None
     assert [m.text for m in view.history] == ["reply one", "two"]
+
+
+async def test_a_failing_read_is_a_store_error_naming_the_failure(tmp_path, clock):
+    """Callers catch StoreError (the outbox keeps replies stored and tries later); a raw
+    sqlite3 error from a read used to pass them by."""
+    store = await Store.open(tmp_path / "b.db", clock)
+    try:
+        with pytest.raises(StoreError, match="database read failed: no such table: nowhere"):
+            await store.database.rows("SELECT * FROM nowhere")
+        with pytest.raises(StoreError, match="no such column"):
+            await store.database.row("SELECT no_column FROM messages")
+    finally:
+        await store.close()

@@ -185,7 +185,8 @@ class AdminServer:
             found["database"] = "ok"
             found["llm_last_ok"] = row["at"] if row else None
         except Exception as exc:  # the page says what is wrong; it never fails itself
-            found.update(status="degraded", database=f"error: {type(exc).__name__}", llm_last_ok=None)
+            cause = exc.__cause__ or exc  # (sqlite3's error, inside the store's StoreError)
+            found.update(status="degraded", database=f"error: {type(cause).__name__}", llm_last_ok=None)
         if self._health is not None:
             found.update(await self._health())
         return web.json_response(found, status=200 if found["status"] == "ok" else 503)

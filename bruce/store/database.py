@@ -187,7 +187,12 @@ class Database:
         return await self.write(lambda conn: _one_write(conn, sql, params))
 
     async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        return list(await self._db.execute_fetchall(sql, params))
+        """One read; ``StoreError`` (``StoreBusy`` for a lock) when the database fails it."""
+        try:
+            return list(await self._db.execute_fetchall(sql, params))
+        except sqlite3.Error as exc:
+            error = StoreBusy if _is_busy(exc) else StoreError
+            raise error(f"database read failed: {exc}") from exc
 
     async def row(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
         found = await self.rows(sql, params)
