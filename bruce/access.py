@@ -23,6 +23,7 @@ import structlog
 
 from bruce.channel import Channel, IncomingMessage
 from bruce.clock import Clock, utc_iso
+from bruce.limits import Quiet
 from bruce.pairing import new_code
 from bruce.store import Store
 from bruce.texts import PAIRING_FULL, STRANGER_REFUSED, pairing_code
@@ -31,8 +32,6 @@ from bruce.values import PairingOutcome
 __all__ = ["Access", "AccessRule", "AccessSettings"]
 
 log = structlog.get_logger(__name__)
-
-_QUIET_KEEP = 1000  # past this many remembered refusals, the ones older than quiet_s are dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +60,7 @@ class Access:
         self._settings = settings or AccessSettings()
         self._paired: dict[str, frozenset[str]] = {}
         self._paired_at: float | None = None  # monotonic time of the last full read
-        self._refused: dict[tuple[str, str], float] = {}  # (channel, sender) -> monotonic time of the last refusal
+        self._refused = Quiet(self._settings.quiet_s)  # (channel, sender) refused lately
 
     async def admits(self, channel: str, user_id: str) -> bool:
         rule = self._rules.get(channel)
@@ -110,11 +109,4 @@ class Access:
 
     def _first_in_a_while(self, message: IncomingMessage) -> bool:
         """True (and remembered) unless this sender was refused less than ``quiet_s`` ago."""
-        now, key, quiet = self._clock.monotonic(), (message.channel, message.sender_id), self._settings.quiet_s
-        last = self._refused.get(key)
-        if last is not None and now - last < quiet:
-            return False
-        if len(self._refused) >= _QUIET_KEEP:
-            self._refused = {k: t for k, t in self._refused.items() if now - t < quiet}
-        self._refused[key] = now
-        return True
+        return self._refused.first_in_a_while((message.channel, message.sender_id), self._clock.monotonic())

@@ -12,10 +12,11 @@ sender may continue, and whether they were already told in this episode (one not
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-__all__ = ["RateLimiter", "Admission"]
+__all__ = ["RateLimiter", "Admission", "Quiet"]
 
 MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
@@ -74,3 +75,25 @@ class RateLimiter:
         if not times:
             del self._admitted[key]
         return times
+
+
+class Quiet:
+    """Say something to the same key (a stranger) at most once per ``quiet_s``: a refusal, an
+    ``/id`` answer. Memory only (a restart forgets it), and bounded: past ``keep`` keys, the
+    ones whose quiet time is over are dropped."""
+
+    def __init__(self, quiet_s: float, *, keep: int = 1000) -> None:
+        self._quiet_s = quiet_s
+        self._keep = keep
+        self._said: dict[Hashable, float] = {}  # key -> monotonic time it was last said to
+
+    def first_in_a_while(self, key: Hashable, now: float) -> bool:
+        """True (and remembered) unless ``key`` was told less than ``quiet_s`` ago (``now``:
+        monotonic seconds)."""
+        last = self._said.get(key)
+        if last is not None and now - last < self._quiet_s:
+            return False
+        if len(self._said) >= self._keep:
+            self._said = {k: t for k, t in self._said.items() if now - t < self._quiet_s}
+        self._said[key] = now
+        return True

@@ -54,7 +54,7 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +66,7 @@ from bruce.channel import ConfirmationRequest, Inbound, IncomingMessage
 from bruce.clock import Clock
 from bruce.config import TelegramConfig
 from bruce.errors import BruceError, ChannelSendError, ConfigError, StoreError
+from bruce.limits import Quiet
 from bruce.progress import ProgressEvent, TextDelta, Thinking, ToolFinished, ToolStarted
 from channels.telegram_format import split_html, to_telegram_html
 
@@ -86,8 +87,7 @@ POLL_BACKOFF_MAX_S = 30.0
 CONTROL_TIMEOUT_S = 20.0  # getMe, deleteWebhook, setMyCommands, setWebhook
 MAX_ANSWER_BYTES = 32 * 2**20  # a getUpdates answer is at most 100 updates; a proxy gone wrong gets no more
 CONFLICTS_BEFORE_WARNING = 3
-ID_QUIET = timedelta(minutes=1)  # a sender outside the allow-list gets one /id answer a minute
-ID_QUIET_KEEP = 1000  # past this many remembered /id answers, the ones older than ID_QUIET are dropped
+ID_QUIET_S = 60.0  # a sender outside the allow-list gets one /id answer a minute
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 COMMANDS = [("help", "what I can do"), ("id", "your Telegram user id, for the allow-list"),
             ("approve", "approve a pending request: /approve ID"), ("deny", "deny a pending request: /deny ID"),
@@ -182,7 +182,7 @@ class TelegramChannel:
         self._order = asyncio.Lock()  # updates are handled one at a time, in order
         self._polled_at = time.monotonic()  # the last getUpdates that completed (monotonic)
         self.last_receive: datetime | None = None  # the last getUpdates (or webhook call) that completed
-        self._id_told: dict[str, datetime] = {}  # stranger -> when /id last answered them
+        self._id_told = Quiet(ID_QUIET_S)  # strangers answered /id lately
 
     # lifecycle ---------------------------------------------------------------------------
 
@@ -477,26 +477,13 @@ class TelegramChannel:
             log.info("telegram.group_command_ignored", chat=message.chat.id, command=word)
             return True
         if word == "/id":
-            if allowed or self._may_tell_id(sender):
+            if allowed or self._id_told.first_in_a_while(sender, self._clock.monotonic()):
                 await (await self._bot()).send_plain(message.chat.id, f"Your Telegram user id is {sender}.")
             return True
         if allowed:
             await (await self._bot()).send_plain(message.chat.id, HELP.format(name=self._assistant))
             return True
         return False  # /start or /help from a stranger goes on to admission (pairing explains itself)
-
-    def _may_tell_id(self, sender: str) -> bool:
-        """At most one /id answer a minute to each sender outside the allow-list: a stranger
-        cannot make the bot send a storm of replies (Telegram's own limits apply to the bot)."""
-        now = self._clock.now()
-        if len(self._id_told) > ID_QUIET_KEEP:
-            self._id_told = {k: t for k, t in self._id_told.items() if now - t < ID_QUIET}
-        told = self._id_told.get(sender)
-        if told is not None and now - told < ID_QUIET:
-            log.info("telegram.id_quiet", sender=sender)
-            return False
-        self._id_told[sender] = now
-        return True
 
     async def _on_button(self, query: CallbackQuery) -> None:
         if self._inbound is None:

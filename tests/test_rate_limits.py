@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bruce.limits import RateLimiter
+from bruce.limits import Quiet, RateLimiter
 from tests.conftest import T0
 from tests.fakes.llm_server import Step
 from tests.helpers import incoming, rows
@@ -107,3 +107,14 @@ def test_the_limiter_says_when_to_come_back():
     again = limiter.take(keys, T0 + timedelta(seconds=30))
     assert not again.admitted and not again.notify
     assert limiter.take(keys, T0 + timedelta(seconds=61)).admitted
+
+
+def test_quiet_says_once_per_key_in_a_while_and_keeps_its_memory_bounded():
+    quiet = Quiet(60.0, keep=3)
+    assert quiet.first_in_a_while("a", 0.0) and not quiet.first_in_a_while("a", 59.0)
+    assert quiet.first_in_a_while("b", 59.0)  # another key is not held back by the first
+    assert quiet.first_in_a_while("a", 60.0)  # the quiet time is over
+    assert quiet.first_in_a_while("c", 61.0) and quiet.first_in_a_while("d", 62.0)  # 4 keys remembered
+    # past `keep`, only keys whose quiet time is over are dropped ("b"): "a" and "d" are still held back
+    assert quiet.first_in_a_while("e", 119.5)
+    assert not quiet.first_in_a_while("a", 119.6) and not quiet.first_in_a_while("d", 119.7)
