@@ -39,10 +39,10 @@ bench: install-test
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/memory_overhead.py
 
 # Mutation testing with mutmut (docs/testing.md); slow, so never part of `make test`.
-# Every module:  make mutate        One module:  make mutate MODULE=bruce.policy
+# Every module:  make mutate        One module:  make mutate MODULE=bruce.actions.policy
 # Each mutant runs only the tests that reach the function it changed ([tool.mutmut] in
 # pyproject.toml); MUTATE_JOBS mutants run at a time, at low priority.
-MUTATE_MODULES ?= bruce.policy bruce.registry bruce.agent bruce.prompt bruce.channel bruce.grounding
+MUTATE_MODULES ?= bruce.actions.policy bruce.actions.registry bruce.turns.agent_loop bruce.turns.prompt bruce.channel bruce.turns.grounding
 MODULE         ?= $(MUTATE_MODULES)
 MUTATE_JOBS    ?= 1
 

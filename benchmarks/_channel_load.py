@@ -516,7 +516,7 @@ async def run(args: argparse.Namespace, channel: type[FakeChannel], script: str)
     t_import = time.perf_counter()
     from bruce.app import build_app, socket_console
     from bruce.clock import SystemClock
-    from bruce.config import parse_config
+    from bruce.config.schema import parse_config
     from bruce.log import configure_logging
     import_ms = (time.perf_counter() - t_import) * 1000
 
@@ -533,7 +533,7 @@ async def run(args: argparse.Namespace, channel: type[FakeChannel], script: str)
         config = parse_config(_config(Path(tmp.name), ch, llm, args), environ={})
         clock = SystemClock()
 
-        # -- start-up, as `bruce run` (bruce.cli._serve): build_app, start, warm_up ---------
+        # -- start-up, as `bruce run` (bruce.cli.main._serve): build_app, start, warm_up ---------
         t0 = time.monotonic()
         app = await build_app(config, clock=clock, environ={}, extra_channels=[socket_console(config, clock)])
         t_built = time.monotonic()
@@ -569,7 +569,7 @@ async def run(args: argparse.Namespace, channel: type[FakeChannel], script: str)
                       "vmrss_after_build_app_mb": rss_built}
         res.startup["idle_cpu_ms_per_s"] = round((cpu_s() - idle_cpu0) * 1000 / args.idle_s, 2)
 
-        import bruce.loop as bruce_loop
+        import bruce.runtime.event_loop as bruce_loop
 
         res.meta = {
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -715,7 +715,7 @@ def main(p: argparse.ArgumentParser, channel: type[FakeChannel], script: str, ar
     if args.serve_child:
         asyncio.run(serve_child(args.serve_child, args.latency_ms, channel))
         return 0
-    from bruce.loop import run as run_loop  # here: the start-up figure times bruce's imports itself
+    from bruce.runtime.event_loop import run as run_loop  # here: the start-up figure times bruce's imports itself
 
     res = run_loop(run(args, channel, str(Path(script).resolve())), args.event_loop)
     if args.json:

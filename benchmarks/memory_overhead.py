@@ -38,7 +38,7 @@ from typing import Any  # noqa: E402
 
 from bruce.app import build_app  # noqa: E402
 from bruce.channel import IncomingMessage  # noqa: E402
-from bruce.config import parse_config  # noqa: E402
+from bruce.config.schema import parse_config  # noqa: E402
 from bruce.values import FactType  # noqa: E402
 from tests.fakes.channel import RecordingChannel  # noqa: E402
 from tests.fakes.llm_server import FakeLLMServer, Step  # noqa: E402
@@ -86,7 +86,7 @@ async def _turns(server: FakeLLMServer, folder: Path, *, memory: bool, turns: in
 
 async def _context(folder: Path, facts: int, calls: int) -> dict[str, float]:
     from bruce.clock import SystemClock
-    from bruce.memory import Memory, MemorySettings
+    from bruce.memory.long_term import Memory, MemorySettings
     from bruce.store import Store
 
     store = await Store.open(folder / "facts.db", SystemClock())

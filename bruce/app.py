@@ -18,28 +18,28 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import structlog
 
-from bruce.access import Access, AccessRule
-from bruce.approvals import ApprovalDesk
-from bruce.budget import Budget
+from bruce.actions.approvals import ApprovalDesk
+from bruce.actions.confirmations import Confirmations
+from bruce.actions.registry import ToolRegistry
 from bruce.channel import Channel, LocalDecision
 from bruce.clock import Clock, SystemClock
-from bruce.config import ChannelSection, Config
-from bruce.confirmations import Confirmations
+from bruce.config.schema import ChannelSection, Config
 from bruce.contracts import ToolContract, ToolHandler
-from bruce.conversations import Conversations, TurnSettings
 from bruce.errors import BruceError, ConfigError, ContractError
-from bruce.jobs import JobBook
+from bruce.jobs.book import JobBook
+from bruce.jobs.scheduler import Scheduler, SchedulerSettings
 from bruce.limits import RateLimiter
-from bruce.llm import LLMService
+from bruce.llm.budget import Budget
+from bruce.llm.service import LLMService
 from bruce.log import Redactor
-from bruce.loop import running_loop_name
-from bruce.memory import Memory, MemorySettings
-from bruce.outbox import Outbox, OutboxSettings
-from bruce.recovery import Recovery
-from bruce.registry import ToolRegistry
-from bruce.scheduler import Scheduler, SchedulerSettings
+from bruce.memory.long_term import Memory, MemorySettings
+from bruce.runtime.access import Access, AccessRule
+from bruce.runtime.event_loop import running_loop_name
+from bruce.runtime.outbox import Outbox, OutboxSettings
+from bruce.runtime.recovery import Recovery
+from bruce.runtime.worker import Worker, WorkerSettings
 from bruce.store import Store
-from bruce.worker import Worker, WorkerSettings
+from bruce.turns.conversations import Conversations, TurnSettings
 
 if TYPE_CHECKING:
     from bruce.admin import AdminServer
@@ -94,8 +94,8 @@ def socket_console(config: Config, clock: Clock) -> SocketConsole:
 
 
 def web_chat(clock: Clock) -> Channel:
-    """The admin page's chat (``channels/web.py``), served by ``bruce run`` with the admin page."""
-    from channels.web import WebChat
+    """The admin page's chat (``channels/web_chat.py``), served by ``bruce run`` with the admin page."""
+    from channels.web_chat import WebChat
 
     return WebChat(clock=clock)
 
@@ -233,7 +233,7 @@ class App:
     scheduler: Scheduler | None = None  # None: scheduler.enabled is false
     admin: AdminServer | None = None  # serving once start_admin() ran (``bruce run``)
     mcp: MCPBridge | None = None  # the configured MCP servers (None: there are none)
-    memory: Memory | None = None  # long-term memory (bruce/memory.py)
+    memory: Memory | None = None  # long-term memory (bruce/memory/long_term.py)
     channels: dict[str, Channel] = field(default_factory=dict)
     # True: other apps in this process use the tools' worker processes too (``bruce eval`` runs
     # cases side by side); stop() leaves them running and the owner calls stop_tool_workers()

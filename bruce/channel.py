@@ -10,7 +10,7 @@ then) and returns a handle the adapter may await to know the turn finished.
 Outbound: ``send_text`` (one piece, already split to ``max_message_length``; platform errors
 are raised as ``ChannelSendError``), ``thinking`` (held for the whole turn),
 ``send_confirmation`` (approve/deny controls), ``send_file``. A channel that can show live
-progress also has ``progress(chat_id)`` (see ``bruce.progress``); it replaces ``thinking``. A
+progress also has ``progress(chat_id)`` (see ``bruce.turns.progress``); it replaces ``thinking``. A
 channel that cuts replies itself (Discord keeps code fences whole) has ``split(text)``; the
 outbox sends and counts those pieces instead of ``split_text``'s.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from bruce.errors import ChannelSendError
-from bruce.progress import ProgressSink
+from bruce.turns.progress import ProgressSink
 from bruce.values import ConversationId, DecisionOutcome
 
 __all__ = [

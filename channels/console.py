@@ -36,7 +36,7 @@ from typing import Any, TextIO
 from bruce.channel import ConfirmationRequest, Inbound, IncomingMessage
 from bruce.clock import Clock
 from bruce.errors import StoreError
-from bruce.progress import ProgressEvent, Thinking, ToolFinished
+from bruce.turns.progress import ProgressEvent, Thinking, ToolFinished
 
 __all__ = ["ConsoleChannel", "visible"]
 

@@ -51,7 +51,7 @@ import structlog
 from bruce.channel import ConfirmationRequest, DecisionReport, IncomingMessage, LocalDecision, LocalInbound
 from bruce.clock import Clock
 from bruce.errors import BruceError, ChannelSendError, StoreError
-from bruce.progress import ProgressEvent, Thinking, ToolFinished, ToolStarted
+from bruce.turns.progress import ProgressEvent, Thinking, ToolFinished, ToolStarted
 from bruce.values import DecisionOutcome, ToolStatus
 from channels.console import ConsoleChannel
 

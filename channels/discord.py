@@ -66,7 +66,7 @@ from discord import app_commands
 
 from bruce.channel import ConfirmationRequest, DecisionReport, Inbound, IncomingMessage
 from bruce.clock import Clock
-from bruce.config import DiscordConfig
+from bruce.config.schema import DiscordConfig
 from bruce.errors import BruceError, ChannelSendError, ConfigError, StoreError
 from bruce.values import DecisionOutcome
 from channels.discord_format import MESSAGE_LIMIT, split_message

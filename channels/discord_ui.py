@@ -27,7 +27,7 @@ import discord
 import structlog
 
 from bruce.channel import ConfirmationRequest
-from bruce.progress import ProgressEvent, ToolFinished, ToolStarted
+from bruce.turns.progress import ProgressEvent, ToolFinished, ToolStarted
 from bruce.values import ToolStatus
 from channels.discord_format import FENCE, MESSAGE_LIMIT
 

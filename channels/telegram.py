@@ -64,10 +64,10 @@ from aiohttp import web
 
 from bruce.channel import ConfirmationRequest, Inbound, IncomingMessage
 from bruce.clock import Clock
-from bruce.config import TelegramConfig
+from bruce.config.schema import TelegramConfig
 from bruce.errors import BruceError, ChannelSendError, ConfigError, StoreError
 from bruce.limits import Quiet
-from bruce.progress import ProgressEvent, TextDelta, Thinking, ToolFinished, ToolStarted
+from bruce.turns.progress import ProgressEvent, TextDelta, Thinking, ToolFinished, ToolStarted
 from channels.telegram_format import split_html, to_telegram_html
 
 if TYPE_CHECKING:

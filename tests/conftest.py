@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 from aiohttp import web  # noqa: E402
 
 from bruce.app import App, build_app  # noqa: E402
-from bruce.config import Config, parse_config  # noqa: E402
+from bruce.config.schema import Config, parse_config  # noqa: E402
 from tests.fakes.channel import RecordingChannel  # noqa: E402
 from tests.fakes.clock import FakeClock  # noqa: E402
 from tests.fakes.llm_server import FakeLLMServer  # noqa: E402
@@ -170,7 +170,7 @@ _ALSO_ON_ASYNCIO = frozenset({"test_telegram.py", "test_discord.py"})
 
 
 def pytest_asyncio_loop_factories(config, item):
-    from bruce.loop import loop_factory
+    from bruce.runtime.event_loop import loop_factory
 
     name, factory = loop_factory("auto")
     factories = {name: factory}

@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bruce.admin import AdminServer
 from bruce.admin.auth import resolve_token
-from bruce.cli import main
+from bruce.cli.main import main
 from bruce.errors import ConfigError
 from tests.fakes.llm_server import Step
 from tests.helpers import ADMIN_TOKEN as TOKEN

@@ -17,7 +17,7 @@ from playwright.async_api import async_playwright
 
 from bruce.admin import AdminServer
 from bruce.app import build_app
-from channels.web import WebChat
+from channels.web_chat import WebChat
 from tests.fakes.llm_server import Step
 from tests.helpers import say
 

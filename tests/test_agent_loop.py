@@ -15,10 +15,10 @@ import logging
 import pytest
 import structlog
 
-from bruce.agent import run_agent_loop
 from bruce.log import configure_logging
-from bruce.progress import TextDelta, Thinking, ToolFinished, ToolStarted
-from bruce.turn import TurnScope, new_turn_id
+from bruce.turns.agent_loop import run_agent_loop
+from bruce.turns.progress import TextDelta, Thinking, ToolFinished, ToolStarted
+from bruce.turns.scope import TurnScope, new_turn_id
 from bruce.values import TurnSource
 from tests.conftest import T0
 from tests.fakes.channel import ProgressRecordingChannel

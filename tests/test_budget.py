@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 import pytest
 import yaml
 
-from bruce.cli import main
+from bruce.cli.main import main
 from bruce.errors import OverBudget
 from bruce.store import ToolExecutionRecord
-from bruce.turn import TurnScope, new_turn_id
+from bruce.turns.scope import TurnScope, new_turn_id
 from bruce.values import JobRunStatus, ToolStatus, TurnSource
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
@@ -120,7 +120,7 @@ def bruce(tmp_path, clock, monkeypatch):
     config.write_text(yaml.safe_dump({"assistant": {"timezone": "America/Sao_Paulo"},
                                       "llm": {"budget": {"daily_tokens": 100}},
                                       "storage": {"path": str(tmp_path / "bruce.db")}}))
-    monkeypatch.setattr("bruce.usage.SystemClock", lambda: clock)
+    monkeypatch.setattr("bruce.llm.usage.SystemClock", lambda: clock)
 
     async def run(capsys, *argv: str) -> tuple[int, str, str]:
         capsys.readouterr()

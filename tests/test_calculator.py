@@ -10,7 +10,7 @@ import os
 import pytest
 
 from bruce.contracts import ToolCall
-from bruce.turn import TurnScope, new_turn_id
+from bruce.turns.scope import TurnScope, new_turn_id
 from tests.helpers import rows
 from tools import calculator
 from tools.calculator import MATH_CALCULATE, MAX_DIGITS, ProcessWorker, WorkerTimeout, evaluate

@@ -8,7 +8,7 @@ import pytest
 
 from bruce.channel import split_text
 from bruce.contracts import ToolResult
-from bruce.grounding import check_links
+from bruce.turns.grounding import check_links
 from channels.console import ConsoleChannel
 from tests.fakes.llm_server import Step
 from tests.helpers import db_rows

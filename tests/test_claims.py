@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bruce.claims import find_claims, unbacked_claims
 from bruce.contracts import ToolResult
+from bruce.turns.claims import find_claims, unbacked_claims
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
 

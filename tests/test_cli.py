@@ -15,7 +15,7 @@ import yaml
 from tests.fakes.llm_server import Step
 from tests.helpers import db_rows
 
-BRUCE = [sys.executable, "-m", "bruce.cli"]
+BRUCE = [sys.executable, "-m", "bruce.cli.main"]
 
 
 def write_config(tmp_path: Path, llm: dict) -> Path:
@@ -255,8 +255,8 @@ async def test_chat_survives_bytes_that_are_not_utf8(tmp_path, fake_llm):
 
 def pending_request(db: Path) -> str:
     """A database with one pending files.write request, made the way the daemon makes it; its id."""
+    from bruce.actions.confirmations import Confirmations
     from bruce.clock import SystemClock
-    from bruce.confirmations import Confirmations
     from bruce.store import Store
     from tools.files import files_write_tool
 
@@ -287,7 +287,7 @@ def elsewhere(tmp_path, monkeypatch) -> Path:
 
 
 def test_approve_reaches_the_database_next_to_the_config_from_another_folder(tmp_path, elsewhere, capsys):
-    from bruce.cli import main
+    from bruce.cli.main import main
 
     etc = tmp_path / "etc"
     (etc / "data").mkdir(parents=True)
@@ -302,7 +302,7 @@ def test_approve_reaches_the_database_next_to_the_config_from_another_folder(tmp
 
 @pytest.mark.parametrize("verb", ["approve", "deny"])
 def test_approve_and_deny_refuse_a_missing_database_and_create_nothing(tmp_path, elsewhere, capsys, verb):
-    from bruce.cli import main
+    from bruce.cli.main import main
 
     etc = tmp_path / "etc"
     etc.mkdir()

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from bruce.commands import Command, CommandName, parse_command
-from bruce.summarizer import SUMMARY_INSTRUCTIONS
+from bruce.runtime.summarizer import SUMMARY_INSTRUCTIONS
 from bruce.texts import new_session
+from bruce.turns.commands import Command, CommandName, parse_command
 from tests.fakes.llm_server import Step
 from tests.helpers import incoming, rows, say
 

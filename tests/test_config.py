@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bruce.cli import main
-from bruce.config import load_config, local_zone_name, parse_config
+from bruce.cli.main import main
+from bruce.config.schema import load_config, local_zone_name, parse_config
 from bruce.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ import pytest
 
 from bruce.app import build_app
 from bruce.contracts import ToolCall
-from bruce.turn import TurnScope, new_turn_id
+from bruce.turns.scope import TurnScope, new_turn_id
 from tests.fakes.console import ConsoleDriver, request_id
 from tests.fakes.llm_server import Step
 from tests.helpers import db_rows, incoming, rows, say
@@ -140,7 +140,7 @@ async def test_critical_tool_needs_the_owners_local_approval(make_config, clock,
 
         fake_llm.add(Step.text("The lights webhook accepted it."))
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bruce.cli", "--config", str(config_path), "approve", cid,
+            sys.executable, "-m", "bruce.cli.main", "--config", str(config_path), "approve", cid,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         stdout, stderr = await asyncio.wait_for(proc.communicate(), 60)
         assert proc.returncode == 0, stderr.decode()
@@ -153,7 +153,7 @@ async def test_critical_tool_needs_the_owners_local_approval(make_config, clock,
         assert f"Done: http.post ran (request {cid})." in driver.stdout.getvalue()
 
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bruce.cli", "--config", str(config_path), "approve", cid,
+            sys.executable, "-m", "bruce.cli.main", "--config", str(config_path), "approve", cid,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         _, stderr = await asyncio.wait_for(proc.communicate(), 60)
         assert proc.returncode == 1 and "already handled" in stderr.decode()
@@ -213,7 +213,7 @@ async def test_config_can_disable_a_tool_or_require_confirmation(app_factory, fa
 
 
 async def test_config_cannot_loosen_a_critical_tool(make_config):
-    from bruce.policy import effective_policy
+    from bruce.actions.policy import effective_policy
     from tools.http_post import http_post_tool
 
     contract, _ = http_post_tool(allowed_urls=[])
@@ -278,7 +278,7 @@ async def test_follow_up_cannot_invent_a_link(app_factory, fake_llm, channel, no
 
 
 async def test_an_action_interrupted_by_a_restart_is_reported(make_config, clock, channel, notes):
-    from bruce.confirmations import Confirmations
+    from bruce.actions.confirmations import Confirmations
     from bruce.store import Store
     from tools.files import files_write_tool
 
@@ -304,7 +304,7 @@ async def test_an_action_interrupted_by_a_restart_is_reported(make_config, clock
 
 
 async def test_a_local_approval_that_expired_while_the_daemon_was_down_is_told(make_config, clock, channel, notes):
-    from bruce.confirmations import Confirmations
+    from bruce.actions.confirmations import Confirmations
     from bruce.store import Store
     from tools.files import files_write_tool
 
@@ -337,7 +337,7 @@ async def test_a_local_approval_that_expired_while_the_daemon_was_down_is_told(m
 
 
 async def test_a_local_approval_not_picked_up_in_time_expires(make_config, clock, notes):
-    from bruce.confirmations import Confirmations
+    from bruce.actions.confirmations import Confirmations
     from bruce.store import Store
     from bruce.values import DecisionOutcome as Outcome
     from tools.files import files_write_tool
@@ -407,7 +407,7 @@ async def test_after_the_idempotency_window_the_same_save_acts_again(app_factory
 
 
 async def test_a_chat_approval_and_a_local_decision_racing_have_one_winner(make_config, clock, notes):
-    from bruce.confirmations import Confirmations
+    from bruce.actions.confirmations import Confirmations
     from bruce.store import Store
     from bruce.values import DecisionOutcome as Outcome
     from tools.files import files_write_tool

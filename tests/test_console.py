@@ -14,7 +14,7 @@ import pytest
 from bruce.app import build_app
 from bruce.channel import ConfirmationRequest
 from bruce.errors import StoreBusy
-from bruce.progress import ToolFinished
+from bruce.turns.progress import ToolFinished
 from channels.console import ConsoleChannel
 from tests.fakes.console import ConsoleDriver, request_id
 from tests.fakes.llm_server import Step

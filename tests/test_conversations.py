@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 import pytest
 
 from bruce.app import CHANNEL_FACTORIES, build_app
-from bruce.progress import TextDelta, Thinking, ToolFinished, ToolStarted
+from bruce.turns.progress import TextDelta, Thinking, ToolFinished, ToolStarted
 from bruce.values import DecisionOutcome
 from tests.fakes.channel import ProgressRecordingChannel, RecordingChannel
 from tests.fakes.llm_server import Step

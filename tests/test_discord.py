@@ -129,7 +129,7 @@ async def test_an_unknown_user_gets_a_pairing_code_and_no_model_call_then_pairs(
         started, fake, fake_llm, tmp_path, clock, monkeypatch):
     import yaml
 
-    from bruce.cli import main
+    from bruce.cli.main import main
 
     app = await started(pairing=True)
     channel = dm_channel(fake.dm(STRANGER, "hello?", username="bob"))
@@ -141,7 +141,7 @@ async def test_an_unknown_user_gets_a_pairing_code_and_no_model_call_then_pairs(
 
     config = tmp_path / "pairing.yml"
     config.write_text(yaml.safe_dump({"storage": {"path": str(app.config.storage.path)}}))
-    monkeypatch.setattr("bruce.pairing.SystemClock", lambda: clock)  # the code was made on the test's clock
+    monkeypatch.setattr("bruce.cli.pairing.SystemClock", lambda: clock)  # the code was made on the test's clock
     assert await asyncio.to_thread(main, ["--config", str(config), "pairing", "approve", "telegram", code]) == 1
     assert await asyncio.to_thread(main, ["--config", str(config), "pairing", "approve", "discord", code]) == 0
 

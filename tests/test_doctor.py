@@ -14,8 +14,8 @@ import pytest
 import yaml
 from aiohttp import web
 
-from bruce.cli import main
-from bruce.doctor import diagnose
+from bruce.cli.doctor import diagnose
+from bruce.cli.main import main
 from bruce.store import Store
 from bruce.store.migrations import MIGRATIONS
 from tests.fakes.clock import FakeClock

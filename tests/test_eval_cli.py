@@ -1,4 +1,4 @@
-"""``bruce eval run`` and ``bruce eval compare`` as a user runs them (``bruce.cli.main``, and once
+"""``bruce eval run`` and ``bruce eval compare`` as a user runs them (``bruce.cli.main.main``, and once
 as a subprocess for Ctrl-C): the last line and the exit status scripts gate on, the run folder,
 and exit 2 with a clear message for what cannot be used."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bruce.cli import main
+from bruce.cli.main import main
 from bruce.eval.cases import load_cases
 from tests.fakes.eval_model import ScriptedModel
 from tests.fakes.llm_server import Step
@@ -265,7 +265,7 @@ async def test_ctrl_c_mid_run_stops_cleans_up_and_writes_no_run(setup, tmp_path,
     env = {**{k: v for k, v in os.environ.items() if k != "BRUCE_CONFIG"}, "TMPDIR": str(scratch),
            "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bruce.cli", "--config", str(config), "eval", "run", "--model", "openai/m",
+        sys.executable, "-m", "bruce.cli.main", "--config", str(config), "eval", "run", "--model", "openai/m",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=tmp_path)
     for _ in range(600):  # both cases are waiting on the model
         if len(fake_llm.requests) >= 2:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from bruce.app import build_app, jobs_changed_on_daemon, socket_console
-from bruce.cli import main
+from bruce.cli.main import main
 from bruce.values import JobStatus
 from channels.console_socket import jobs_changed_over_socket
 
@@ -28,7 +28,7 @@ def config_file(tmp_path):
 @pytest.fixture
 def bruce(config_file, clock, monkeypatch):
     """`bruce --config <tmp>/config.yml jobs ...` in-process, on the test's clock: (exit code, out, err)."""
-    monkeypatch.setattr("bruce.jobs_cli.SystemClock", lambda: clock)
+    monkeypatch.setattr("bruce.cli.jobs.SystemClock", lambda: clock)
 
     async def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         capsys.readouterr()
@@ -166,7 +166,7 @@ async def test_run_now_without_a_daemon_says_it_runs_when_bruce_starts(app, bruc
 
 
 async def test_with_the_scheduler_disabled_the_owner_is_told_nothing_fires(app, tmp_path, clock, capsys, monkeypatch):
-    monkeypatch.setattr("bruce.jobs_cli.SystemClock", lambda: clock)
+    monkeypatch.setattr("bruce.cli.jobs.SystemClock", lambda: clock)
     config = tmp_path / "off.yml"
     config.write_text(yaml.safe_dump({"storage": {"path": str(tmp_path / "bruce.db")}, "scheduler": {"enabled": False},
                                       "console": {"socket_path": str(tmp_path / "bruce.sock")}}))

@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 
 from bruce.app import build_app
 from bruce.errors import LLMNotConfigured
-from bruce.llm import LLMService
+from bruce.llm.service import LLMService
 from bruce.texts import LLM_DOWN as LLM_DOWN_MESSAGE
 from bruce.values import TurnSource
 from tests.fakes.channel import ProgressRecordingChannel
@@ -122,7 +122,7 @@ async def test_missing_key_is_explained_without_any_network_call(make_config, ap
     service = LLMService(config.llm, store=app.store, clock=app.clock, environ={})
     hint = service.missing_configuration()
     assert "OPENAI_API_KEY" in hint and "llm.api_base" in hint
-    from bruce.turn import TurnScope
+    from bruce.turns.scope import TurnScope
 
     with pytest.raises(LLMNotConfigured):
         await service.complete([{"role": "user", "content": "hi"}], scope=TurnScope("t", "c", None))
@@ -369,7 +369,7 @@ async def test_the_deadline_counts_model_time_across_the_calls_of_one_turn_only(
 
 
 async def test_time_between_model_calls_does_not_count_against_the_deadline(app, fake_llm, clock):
-    from bruce.turn import TurnScope
+    from bruce.turns.scope import TurnScope
 
     scope = TurnScope("t-between", "test:c1", None)
     await app.store.messages.ensure_conversation("test:c1", "test", "c1")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import litellm
 import pytest
 
-from bruce.llm import _parse
-from bruce.llm_stream import StreamParts
+from bruce.llm.service import _parse
+from bruce.llm.stream import StreamParts
 
 
 def chunk(delta=None, finish=None, usage=None, index=0, model="gpt-4o-mini"):

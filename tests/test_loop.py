@@ -10,9 +10,9 @@ import warnings
 import pytest
 import yaml
 
-from bruce.config import parse_config
+from bruce.config.schema import parse_config
 from bruce.errors import ConfigError
-from bruce.loop import loop_factory, run, running_loop_name
+from bruce.runtime.event_loop import loop_factory, run, running_loop_name
 from tests.test_cli import clean_env, write_config
 
 
@@ -70,7 +70,7 @@ async def _bruce(config, *args: str, hide_uvloop: bool) -> asyncio.subprocess.Pr
     """`bruce --config CONFIG ARGS`, in a Python that cannot import uvloop when ``hide_uvloop``."""
     hide = "sys.modules['uvloop'] = None; " if hide_uvloop else ""
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-c", f"import sys; {hide}from bruce.cli import main; sys.exit(main())",
+        sys.executable, "-c", f"import sys; {hide}from bruce.cli.main import main; sys.exit(main())",
         "--config", str(config), *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=clean_env(), cwd=config.parent,
     )

@@ -19,7 +19,7 @@ from bruce.app import build_app, mcp_status_on_daemon, socket_console
 from tests.helpers import db_rows
 from tests.test_mcp import ROOT, SLOW_START_S, stdio_server
 
-BRUCE = [sys.executable, "-m", "bruce.cli"]
+BRUCE = [sys.executable, "-m", "bruce.cli.main"]
 TOKEN = "an-admin-token-of-32-characters!"
 
 
@@ -44,7 +44,7 @@ def write_config(tmp_path: Path, **sections: Any) -> Path:
 def stdio_client(config: Path):
     from mcp import Client, StdioServerParameters
 
-    return Client(StdioServerParameters(command=sys.executable, args=["-m", "bruce.cli", "--config", str(config),
+    return Client(StdioServerParameters(command=sys.executable, args=["-m", "bruce.cli.main", "--config", str(config),
                                                                       "mcp", "serve"], cwd=str(ROOT)))
 
 

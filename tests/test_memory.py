@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bruce.prompt import memory_part
 from bruce.store.memory import Fact, MemorySummary
+from bruce.turns.prompt import memory_part
 from bruce.values import FactType
 from tests.fakes.llm_server import Step
 from tests.helpers import db_rows, rows, say
@@ -308,7 +308,7 @@ async def test_forget_in_chat_removes_a_fact_from_prompt_search_and_later_summar
 
 
 def run_bruce(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bruce.cli", "--config", str(config), "memory", *args],
+    return subprocess.run([sys.executable, "-m", "bruce.cli.main", "--config", str(config), "memory", *args],
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
 
 

@@ -11,8 +11,8 @@ import yaml
 
 from bruce.app import App
 from bruce.channel import IncomingMessage
-from bruce.cli import main
-from bruce.pairing import CODE_ALPHABET, new_code
+from bruce.cli.main import main
+from bruce.cli.pairing import CODE_ALPHABET, new_code
 from bruce.texts import PAIRING_FULL, STRANGER_REFUSED
 from bruce.values import DecisionOutcome
 from tests.fakes.channel import RecordingChannel
@@ -34,7 +34,7 @@ def bruce(tmp_path, clock, monkeypatch):
     config = tmp_path / "config.yml"
     config.write_text(yaml.safe_dump({"assistant": {"timezone": "America/Sao_Paulo"},
                                       "storage": {"path": str(tmp_path / "bruce.db")}}))
-    monkeypatch.setattr("bruce.pairing.SystemClock", lambda: clock)
+    monkeypatch.setattr("bruce.cli.pairing.SystemClock", lambda: clock)
 
     async def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         capsys.readouterr()  # the app's log lines so far

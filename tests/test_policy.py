@@ -27,14 +27,14 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bruce.config import ToolOverride
-from bruce.confirmations import Confirmations
+from bruce.actions.confirmations import Confirmations
+from bruce.actions.policy import Policy, effective_policy
+from bruce.actions.registry import ToolRegistry
+from bruce.config.schema import ToolOverride
 from bruce.contracts import Risk, ToolCall, ToolContract
 from bruce.errors import ConfigError, ContractError
-from bruce.policy import Policy, effective_policy
-from bruce.registry import ToolRegistry
 from bruce.store import Store
-from bruce.turn import TurnScope, new_turn_id
+from bruce.turns.scope import TurnScope, new_turn_id
 from bruce.values import DecisionOutcome, TurnSource
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say

@@ -13,14 +13,14 @@ from zoneinfo import ZoneInfo
 import pytest
 from jsonschema import Draft202012Validator
 
+from bruce.actions.registry import check_contract
 from bruce.clock import utc_iso
-from bruce.config import parse_config
+from bruce.config.schema import parse_config
 from bruce.contracts import Risk, ToolCall, ToolContext, ToolResult
 from bruce.errors import ToolFailed
-from bruce.prompt import DOMAIN_GUIDELINES
-from bruce.registry import check_contract
-from bruce.scheduler import no_proactive_tools
-from bruce.turn import TurnScope, new_turn_id
+from bruce.jobs.scheduler import no_proactive_tools
+from bruce.turns.prompt import DOMAIN_GUIDELINES
+from bruce.turns.scope import TurnScope, new_turn_id
 from bruce.values import JobStatus
 from tests.conftest import T0
 from tests.fakes.clock import FakeClock

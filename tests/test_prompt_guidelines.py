@@ -8,7 +8,7 @@ import pytest
 
 from bruce.contracts import Risk
 from bruce.errors import ContractError
-from bruce.prompt import DOMAIN_GUIDELINES, tool_execution_guidelines
+from bruce.turns.prompt import DOMAIN_GUIDELINES, tool_execution_guidelines
 from tests.fakes.llm_server import Step
 from tests.helpers import say
 from tests.test_registry import contract, nothing

@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bruce.config import parse_config
-from bruce.prompt import (
+from bruce.config.schema import parse_config
+from bruce.turns.prompt import (
     base_layer,
     build_system_prompt,
     conversation_context,

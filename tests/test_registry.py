@@ -221,7 +221,7 @@ CRITICAL_OK = dict(autonomous=False, confirmation=True, step_up=True, side_effec
     (dict(idempotent=True, idempotency_window_s=1), []),
 ])
 def test_each_contract_problem_is_named(overrides, problems):
-    from bruce.registry import check_contract
+    from bruce.actions.registry import check_contract
 
     overrides = dict(overrides)
     assert check_contract(contract(overrides.pop("name", "test.act"), **overrides)) == problems
@@ -238,7 +238,7 @@ def test_each_contract_problem_is_named(overrides, problems):
     (Risk.FORBIDDEN, dict(autonomous=True), ["a forbidden tool cannot be autonomous"]),
 ])
 def test_each_risk_problem_is_named(risk, overrides, problems):
-    from bruce.registry import check_contract
+    from bruce.actions.registry import check_contract
 
     assert check_contract(contract("test.act", risk, **overrides)) == problems
 
@@ -248,7 +248,7 @@ def test_the_idempotency_key_format_stays_what_earlier_versions_stored():
     just before it. The format: sha256 of name NUL conversation NUL compact sorted JSON, 32 hex."""
     import hashlib
 
-    from bruce.registry import idempotency_key
+    from bruce.actions.registry import idempotency_key
 
     canonical = '{"content":"é","path":"a.txt"}'
     expected = hashlib.sha256(f"files.write\x00test:c1\x00{canonical}".encode()).hexdigest()[:32]

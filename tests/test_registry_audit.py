@@ -19,7 +19,7 @@ import structlog
 from bruce.contracts import DryRun, Risk, ToolCall
 from bruce.errors import ToolFailed, ToolInputInvalid
 from bruce.log import configure_logging
-from bruce.turn import TurnScope, new_turn_id
+from bruce.turns.scope import TurnScope, new_turn_id
 from bruce.values import TurnSource
 from tests.conftest import T0
 from tests.fakes.llm_server import Step
@@ -633,7 +633,7 @@ async def test_arguments_nested_too_deep_are_invalid_and_audited(app):
     """(Through litellm such a reply is already refused as a malformed response; the registry
     must hold on its own too.)"""
     from bruce.contracts import ToolCall
-    from bruce.turn import TurnScope, new_turn_id
+    from bruce.turns.scope import TurnScope, new_turn_id
 
     await app.store.messages.ensure_conversation("test:c1", "test", "c1")
     scope = TurnScope(new_turn_id(), "test:c1", "u1")

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bruce.schedule import ScheduleError, local_text, parse_schedule, stored_schedule
+from bruce.jobs.schedule import ScheduleError, local_text, parse_schedule, stored_schedule
 
 NOW = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)  # a Thursday; 07:00 in Sao Paulo
 SP = ZoneInfo("America/Sao_Paulo")

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bruce.errors import ChannelSendError
-from bruce.scheduler import Scheduler, SchedulerSettings
+from bruce.jobs.scheduler import Scheduler, SchedulerSettings
 from bruce.store import Store
 from bruce.values import JobRunStatus, JobStatus
 from tests.fakes.llm_server import Step

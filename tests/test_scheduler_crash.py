@@ -12,7 +12,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from bruce.clock import SystemClock
-from bruce.jobs import JobBook
+from bruce.jobs.book import JobBook
 from bruce.store import Store
 from channels.console_socket import CHAT_ID
 from tests.fakes.llm_server import closed_base_url

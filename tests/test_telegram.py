@@ -360,7 +360,7 @@ async def test_an_unknown_user_pairs_and_is_then_answered(started, api, fake_llm
 
     import yaml
 
-    from bruce.cli import main
+    from bruce.cli.main import main
 
     app = await started(pairing=True)
     api.push_message(STRANGER, STRANGER, "hello?", first_name="Bob")
@@ -370,7 +370,7 @@ async def test_an_unknown_user_pairs_and_is_then_answered(started, api, fake_llm
 
     config = tmp_path / "pairing.yml"
     config.write_text(yaml.safe_dump({"storage": {"path": str(app.config.storage.path)}}))
-    monkeypatch.setattr("bruce.pairing.SystemClock", lambda: clock)  # the code was made on the test's clock
+    monkeypatch.setattr("bruce.cli.pairing.SystemClock", lambda: clock)  # the code was made on the test's clock
     assert await asyncio.to_thread(main, ["--config", str(config), "pairing", "approve", code]) == 0
 
     fake_llm.add(Step.text("Nice to meet you, Bob."))
@@ -434,7 +434,7 @@ async def test_telegram_down_at_boot_does_not_end_the_channel(started, api, fake
 
 async def test_doctor_asks_the_running_daemon_when_telegram_last_received(tg_config, clock, api, tmp_path):
     from bruce.app import socket_console
-    from bruce.doctor import _daemon
+    from bruce.cli.doctor import _daemon
 
     config = tg_config().model_copy(update={"console": tg_config().console.model_copy(
         update={"socket_path": tmp_path / "bruce.sock"})})

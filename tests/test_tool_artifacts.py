@@ -11,9 +11,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from jsonschema import Draft202012Validator
 
+from bruce.actions.registry import check_contract
 from bruce.contracts import DryRun, Risk, ToolContext
 from bruce.errors import ToolFailed
-from bruce.registry import check_contract
 from bruce.store import Store
 from tests.fakes.clock import FakeClock
 from tests.helpers import db_rows

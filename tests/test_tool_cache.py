@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 
+from bruce.actions.registry import check_contract
+from bruce.actions.tool_cache import ToolCache
 from bruce.contracts import Risk, contract_from_dict
 from bruce.errors import ContractError
-from bruce.registry import check_contract
-from bruce.tool_cache import ToolCache
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
 from tests.test_registry import contract

@@ -13,9 +13,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from bruce.actions.registry import check_contract
 from bruce.contracts import DryRun, Risk, ToolContext
 from bruce.errors import ToolFailed
-from bruce.registry import check_contract
 from tests.fakes.clock import FakeClock
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say

@@ -12,9 +12,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from aiohttp import web
 
+from bruce.actions.registry import check_contract
 from bruce.contracts import DryRun, Risk, ToolContext
 from bruce.errors import ConfigError, ToolFailed
-from bruce.registry import check_contract
 from tests.fakes.clock import FakeClock
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say

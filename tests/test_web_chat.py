@@ -1,4 +1,4 @@
-"""Web chat (channels/web.py) behind the admin token: a message goes through the worker, the
+"""Web chat (channels/web_chat.py) behind the admin token: a message goes through the worker, the
 answer streams as server-sent events and arrives as a reply; a pending confirmation comes
 with its id and is decided through the same door as a button; a reply made while no page was
 open waits for the next one."""
@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bruce.admin import AdminServer
 from bruce.app import build_app
-from channels.web import WebChat
+from channels.web_chat import WebChat
 from tests.fakes.llm_server import Step
 from tests.helpers import rows
 

@@ -10,8 +10,8 @@ import zlib
 import pytest
 from aiohttp import web
 
-from bruce.cli import main
-from bruce.config import parse_config
+from bruce.cli.main import main
+from bruce.config.schema import parse_config
 from bruce.errors import ConfigError
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from bruce.config import Config
+from bruce.config.schema import Config
 from bruce.contracts import ToolContract, ToolHandler
-from bruce.jobs import JobBook
-from bruce.memory import Memory
+from bruce.jobs.book import JobBook
+from bruce.memory.long_term import Memory
 from bruce.store import Store
 from tools.artifacts import artifact_save_tool
 from tools.calculator import MATH_CALCULATE, math_calculate

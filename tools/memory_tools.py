@@ -12,7 +12,7 @@ from typing import Any
 
 from bruce.contracts import DryRun, Risk, ToolContext, ToolContract, ToolHandler
 from bruce.errors import ToolFailed, ToolInputInvalid
-from bruce.memory import MAX_FACT_CHARS, Memory
+from bruce.memory.long_term import MAX_FACT_CHARS, Memory
 from bruce.values import FactType
 
 __all__ = ["memory_tools", "MEMORY_REMEMBER", "MEMORY_SEARCH", "MEMORY_FORGET"]

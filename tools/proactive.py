@@ -3,7 +3,7 @@ and scheduled jobs.
 
 Every call is bound to the conversation it comes from (``ctx.conversation_id``): a job of
 another conversation does not exist for it (its id is reported as unknown). The work, and the
-checking of every argument, is ``JobBook``'s (``bruce/jobs.py``, ``bruce/schedule.py``); its
+checking of every argument, is ``JobBook``'s (``bruce/jobs/book.py``, ``bruce/jobs/schedule.py``); its
 ``JobError`` and ``ScheduleError`` become ``ToolInputInvalid`` here, so the model gets an
 ``invalid_args`` result whose text names the argument and what to do. The JSON schemas only
 give types (and the fixed choices), so that those messages are the ones the model reads.
@@ -25,8 +25,8 @@ from typing import Any
 
 from bruce.contracts import Risk, ToolContext, ToolContract, ToolHandler
 from bruce.errors import ToolFailed, ToolInputInvalid
-from bruce.jobs import MAX_CONTENT_CHARS, MODES, NOTIFY, JobBook, JobError, JobView
-from bruce.schedule import SCHEDULE_FIELDS, ScheduleError
+from bruce.jobs.book import MAX_CONTENT_CHARS, MODES, NOTIFY, JobBook, JobError, JobView
+from bruce.jobs.schedule import SCHEDULE_FIELDS, ScheduleError
 
 __all__ = ["PROACTIVE_CREATE", "PROACTIVE_LIST", "PROACTIVE_UPDATE", "PROACTIVE_CANCEL", "proactive_tools",
            "ACTIONS", "NO_SCHEDULER"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from bruce.config import WebToolsConfig
+from bruce.config.schema import WebToolsConfig
 from bruce.contracts import Risk, ToolContext, ToolContract, ToolHandler
 from bruce.errors import ToolFailed
 from tools.netguard import resolve_and_check

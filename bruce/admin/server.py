@@ -27,12 +27,12 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from bruce.admin.auth import COOKIE, LoginLimiter, Session, Sessions, same
 from bruce.admin.evals import EvalPages
-from bruce.budget import Budget
 from bruce.clock import Clock, utc_iso
-from bruce.jobs import JobBook, JobError, JobView
+from bruce.jobs.book import JobBook, JobError, JobView
+from bruce.llm.budget import Budget
+from bruce.llm.usage import usage_by_day
 from bruce.store import Store
 from bruce.store.records import from_json
-from bruce.usage import usage_by_day
 from bruce.values import DecisionOutcome, ToolStatus, TurnSource
 
 __all__ = ["AdminServer", "SECURITY_HEADERS"]
@@ -139,7 +139,7 @@ class AdminServer:
         app.router.add_get("/artifacts/{id}/{filename}", self._artifact_file)
         app.router.add_get("/chat", self._chat_page)
         app.router.add_routes(EvalPages(self._eval_runs_dir, self._page).routes())  # bruce eval's runs
-        app.router.add_routes(self._chat_routes)  # the web channel's (channels/web.py), behind the same gate
+        app.router.add_routes(self._chat_routes)  # the web channel's (channels/web_chat.py), behind the same gate
         app.router.add_static("/static/", STATIC, append_version=False)
         return app
 

@@ -22,9 +22,9 @@ from zoneinfo import ZoneInfo
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from bruce.config import parse_yaml
+from bruce.config.schema import parse_yaml
 from bruce.errors import BruceError, ConfigError
-from bruce.schedule import SCHEDULE_FIELDS, ScheduleError, parse_schedule, zone_named
+from bruce.jobs.schedule import SCHEDULE_FIELDS, ScheduleError, parse_schedule, zone_named
 from bruce.values import FactType, ToolStatus
 
 __all__ = ["Case", "CaseSpec", "TurnSpec", "Expect", "ToolExpect", "JobExpect", "Setup", "WebPage", "CaseError",

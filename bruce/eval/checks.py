@@ -4,7 +4,7 @@
 the turn was answered at all), each with a stable ``check`` id (``compare`` matches runs by it)
 and, when it failed, a message that says exactly what was wrong: ``turn 2: tool
 proactive.create was not called (called: clock.now)``. The "no unbacked claim" rule is the
-daemon's own (``bruce.claims``, ``bruce.grounding``), not a second set of rules.
+daemon's own (``bruce.turns.claims``, ``bruce.turns.grounding``), not a second set of rules.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bruce.claims import unbacked_claims
 from bruce.clock import parse_iso
 from bruce.contracts import ToolResult
 from bruce.eval.cases import Expect, JobExpect, ToolExpect, pattern
 from bruce.eval.observed import ToolRun, TurnRecord
-from bruce.schedule import Schedule, local_text, stored_schedule
+from bruce.jobs.schedule import Schedule, local_text, stored_schedule
 from bruce.store.jobs import JobRecord
 from bruce.texts import UNGROUNDED_LINK
+from bruce.turns.claims import unbacked_claims
 from bruce.values import ToolStatus
 
 __all__ = ["CheckResult", "check_turn", "args_problem", "excerpt"]
@@ -156,7 +156,7 @@ def _reply_checks(n: int, expect: Expect, reply: str) -> Iterator[CheckResult]:
 
 
 def _results(tools: tuple[ToolRun, ...]) -> list[ToolResult]:
-    """The tool executions as ``bruce.claims`` reads them (a cached read was an ok result)."""
+    """The tool executions as ``bruce.turns.claims`` reads them (a cached read was an ok result)."""
     return [ToolResult(call_id="", name=t.name, status=ToolStatus.OK if t.succeeded else ToolStatus(t.status),
                        output=t.output) for t in tools]
 

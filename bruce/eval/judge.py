@@ -22,12 +22,12 @@ from typing import Any
 import structlog
 
 from bruce.clock import Clock, SystemClock
-from bruce.config import Config, LLMConfig, ModelEndpoint, parse_yaml
+from bruce.config.schema import Config, LLMConfig, ModelEndpoint, parse_yaml
 from bruce.errors import BruceError, ConfigError, LLMError
 from bruce.eval.observed import CallStats, TurnRecord, call_stats
-from bruce.llm import LLMService
+from bruce.llm.service import LLMService
 from bruce.store import Store
-from bruce.turn import TurnScope, new_turn_id
+from bruce.turns.scope import TurnScope, new_turn_id
 from bruce.values import TurnSource
 
 __all__ = ["CRITERIA", "Rubric", "RubricError", "Score", "Verdict", "Judge", "load_rubric", "parse_verdict",

@@ -25,7 +25,7 @@ import structlog
 
 from bruce.app import App, build_app, stop_tool_workers
 from bruce.channel import IncomingMessage
-from bruce.config import ChannelsConfig, Config, LimitsConfig
+from bruce.config.schema import ChannelsConfig, Config, LimitsConfig
 from bruce.eval.cases import Case
 from bruce.eval.channel import CHANNEL, CaptureChannel
 from bruce.eval.checks import CheckResult, check_turn

@@ -402,7 +402,7 @@ CREATE INDEX tool_executions_by_time ON tool_executions (created_at);
 MIGRATIONS.append(_V9)
 
 _V10 = """
--- long-term memory (bruce/memory.py): facts about the owner, and narrative summaries of them;
+-- long-term memory (bruce/memory/long_term.py): facts about the owner, and narrative summaries of them;
 -- kept apart from the conversation's history and session summaries
 CREATE TABLE memory_summaries (
     id                  INTEGER PRIMARY KEY AUTOINCREMENT,

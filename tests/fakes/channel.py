@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bruce.channel import ConfirmationRequest, Inbound
 from bruce.errors import ChannelSendError
-from bruce.progress import ProgressEvent
+from bruce.turns.progress import ProgressEvent
 
 
 class RecordingChannel:

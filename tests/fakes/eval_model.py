@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from bruce.eval.cases import Case
-from bruce.memory import EXTRACTION_INSTRUCTIONS
+from bruce.memory.long_term import EXTRACTION_INSTRUCTIONS
 from tests.fakes.llm_server import Step
 
 _LOCAL = re.compile(r"http://127\.0\.0\.1:\d+")

@@ -13,7 +13,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from bruce.contracts import ToolResult
-from bruce.grounding import check_links
+from bruce.turns.grounding import check_links
 
 ADMIN = "http://127.0.0.1:8765"
 PRODUCED = [ToolResult("c1", "artifact_save", "ok", output={"url": f"{ADMIN}/artifacts/a1/r.html"})]

@@ -25,11 +25,11 @@ import structlog
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from bruce.actions.registry import ToolRegistry
 from bruce.clock import Clock, utc_iso
-from bruce.config import MCPServerConfig
+from bruce.config.schema import MCPServerConfig
 from bruce.contracts import Risk, ToolContext, ToolContract
 from bruce.errors import ContractError, ToolFailed
-from bruce.registry import ToolRegistry
 from tools.mcp import names
 
 __all__ = ["MCPBridge", "ServerLink", "ServerState"]

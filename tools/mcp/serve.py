@@ -23,9 +23,9 @@ from typing import Any
 
 import structlog
 
+from bruce.actions.registry import RegisteredTool, ToolRegistry
 from bruce.contracts import ToolCall
-from bruce.registry import RegisteredTool, ToolRegistry
-from bruce.turn import TurnScope
+from bruce.turns.scope import TurnScope
 from bruce.values import TurnSource
 
 __all__ = ["exposed", "build_server", "serve_stdio", "serve_http", "bearer_only", "bind_loopback"]

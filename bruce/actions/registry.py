@@ -1,0 +1,516 @@
+"""ToolRegistry: the contracts the model may see, and the one audited way to run a tool.
+
+``execute`` never raises for anything a model can cause. In order, a call is: looked up
+(``unknown_tool``), checked against policy (``denied``), parsed and validated against the
+input schema (``invalid_args``), previewed when the model asked for ``dry_run``, parked as a
+pending confirmation when policy says the user must decide (``awaiting_confirmation``),
+replayed when an idempotent tool already did exactly this, or run under a time-out (``ok``,
+``error``, ``timeout``). Every call, whatever its outcome, is one ``tool_executions`` row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import structlog
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, best_match
+
+from bruce.actions.confirmations import Confirmations, PendingAction
+from bruce.actions.policy import Policy, effective_policy
+from bruce.actions.tool_cache import ToolCache
+from bruce.clock import Clock, utc_iso
+from bruce.config.schema import ToolOverride
+from bruce.contracts import DryRun, Risk, ToolCall, ToolContext, ToolContract, ToolHandler, ToolResult
+from bruce.errors import ContractError, StoreError, ToolError, ToolInputInvalid
+from bruce.log import Redactor
+from bruce.store import Store, ToolExecutionRecord
+from bruce.turns.scope import TurnScope
+from bruce.values import ToolStatus, TurnSource
+
+__all__ = ["ToolRegistry", "RegisteredTool", "check_contract"]
+
+log = structlog.get_logger(__name__)
+
+SKIPPED_MESSAGE = (
+    "Not done: this action needs the user's approval, and this turn was not started by the user "
+    "(a scheduled task), so nobody can approve it now. Tell the user it was skipped."
+)
+NOT_IN_TURN_MESSAGE = "The tool {name} is not available in this turn."
+AWAITING_MESSAGE = (
+    "Not done yet: this action needs the user's explicit approval, and a request ({id}) was sent to "
+    "them{how}. Tell the user it is waiting for their approval. Do not say it happened."
+)
+
+
+Availability = Callable[[], str | None]  # why a tool cannot run now (its MCP server is down), or None
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredTool:
+    contract: ToolContract
+    handler: ToolHandler
+    validator: Draft202012Validator
+    policy: Policy
+    unavailable: Availability | None = None
+
+    @property
+    def schema_for_model(self) -> dict[str, Any]:
+        return self.validator.schema  # type: ignore[no-any-return]
+
+
+def _name_problems(contract: ToolContract) -> list[str]:
+    problems = []
+    if contract.server is not None:  # a remote tool: its name is the server's, its wire name made safe
+        if not contract.name.startswith(f"mcp.{contract.server}.") or len(contract.name) <= len(contract.server) + 5:
+            problems.append("a remote tool's name must be 'mcp.<server>.<tool>'")
+        if not WIRE_NAME.fullmatch(contract.wire_name):
+            problems.append("a remote tool's wire name must match [a-zA-Z0-9_-]{1,64}")
+        return problems
+    parts = contract.name.split(".")
+    if len(parts) != 2 or not all(p.replace("_", "").isalnum() and p.islower() for p in parts):
+        problems.append("name must be 'domain.verb' in lower case")
+    return problems
+
+
+def _shape_problems(contract: ToolContract) -> list[str]:
+    problems = _name_problems(contract)
+    for field_name in ("description", "category", "side_effects", "audit_event"):
+        if not getattr(contract, field_name).strip():
+            problems.append(f"{field_name} must not be empty")
+    if not contract.failure_modes:
+        problems.append("failure_modes must list at least one failure code")
+    for label, schema in (("input_schema", contract.input_schema), ("output_schema", contract.output_schema)):
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            problems.append(f"{label} is not a valid JSON Schema: {exc.message}")
+    if contract.input_schema.get("type") != "object":
+        problems.append("input_schema must describe an object")
+    properties = contract.input_schema.get("properties")
+    if isinstance(properties, dict) and "dry_run" in properties:
+        problems.append("input_schema must not define dry_run (the registry adds it)")
+    if not isinstance(contract.guideline, str) or contract.guideline != contract.guideline.strip():
+        problems.append("guideline must be text without leading or trailing whitespace")
+    if contract.idempotent and contract.idempotency_window_s <= 0:
+        problems.append("an idempotent tool needs a positive idempotency_window_s")
+    if contract.cache_ttl_s < 0:
+        problems.append("cache_ttl_s must not be negative")
+    return problems
+
+
+def _risk_problems(contract: ToolContract) -> list[str]:
+    problems = []
+    if contract.risk in (Risk.HIGH, Risk.CRITICAL):
+        if contract.side_effects.strip().lower() in ("none", "n/a", "-"):
+            problems.append(f"a {contract.risk} tool must describe its side effects")
+        if contract.autonomous:
+            problems.append(f"a {contract.risk} tool cannot be autonomous")
+        if not contract.confirmation:
+            problems.append(f"a {contract.risk} tool must require confirmation")
+    if contract.risk is Risk.CRITICAL and not contract.step_up:
+        problems.append("a critical tool must require step-up approval")
+    if contract.risk is Risk.FORBIDDEN and contract.autonomous:
+        problems.append("a forbidden tool cannot be autonomous")
+    if contract.cache_ttl_s > 0 and (contract.risk is not Risk.LOW or contract.confirmation
+                                     or not contract.side_effects.strip().lower().startswith("none")):
+        problems.append("cache_ttl_s is only for low-risk, read-only tools (side_effects 'none: ...'): "
+                        "a cached answer must never stand in for an action")
+    return problems
+
+
+def check_contract(contract: ToolContract) -> list[str]:
+    """Every problem with a contract, at once."""
+    return _shape_problems(contract) + _risk_problems(contract)
+
+
+def _json_text(value: Any) -> str:
+    """JSON for the audit row, whatever the value (a 5000-digit int, a cycle, a NaN...)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+        return json.dumps({"unserialisable": type(value).__name__, "error": str(exc)[:200]})
+
+
+WIRE_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # what every provider accepts as a function name
+MAX_NESTING = 100  # deeper arguments and results are refused whatever the stack depth left: no RecursionError later
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether lists/dicts nest deeper than ``limit``; iterative, so it cannot recurse itself."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list, tuple)):
+            if depth >= limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def _readable(output: Any, tool_name: str) -> Any:
+    """The tool ran; if its result cannot be put into JSON for the model and the audit, say so
+    instead of failing the turn (and never pretend the action did not happen)."""
+    try:  # first, so that a cycle is named as one rather than as endless nesting
+        json.dumps(output, ensure_ascii=False, default=str)
+        if not _too_deep(output, MAX_NESTING):
+            return output
+        error, reason = "too_deep", f"nested more than {MAX_NESTING} levels"
+    except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+        error, reason = type(exc).__name__, str(exc)[:200]
+    log.warning("tool.result_unserialisable", tool=tool_name, error=error)
+    return {"result_unavailable": f"{tool_name} ran, but its result cannot be shown ({reason})."}
+
+
+def _with_dry_run(contract: ToolContract) -> dict[str, Any]:
+    schema = copy.deepcopy(contract.input_schema)
+    if contract.dry_run is not DryRun.NONE:
+        schema.setdefault("properties", {})["dry_run"] = {
+            "type": "boolean",
+            "description": "true: validate and preview what would happen, without doing it",
+        }
+    return schema
+
+
+def _schema_message(validator: Draft202012Validator, arguments: Any) -> str | None:
+    error = best_match(validator.iter_errors(arguments))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"{where}: {error.message}" if where else error.message
+
+
+def idempotency_key(tool_name: str, conversation_id: str | None, arguments: Mapping[str, Any]) -> str:
+    canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(f"{tool_name}\x00{conversation_id}\x00{canonical}".encode()).hexdigest()[:32]
+
+
+class ToolRegistry:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        clock: Clock,
+        zone: ZoneInfo,
+        confirmations: Confirmations,
+        default_timeout_s: float = 30.0,
+        audit_output_max_chars: int = 8000,
+        overrides: Mapping[str, ToolOverride] | None = None,
+        redactor: Redactor | None = None,
+        cache_max_entries: int = 512,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self.cache = ToolCache(monotonic=clock.monotonic, max_entries=cache_max_entries)
+        self._zone = zone
+        self._confirmations = confirmations
+        self._default_timeout_s = default_timeout_s
+        self._audit_max = audit_output_max_chars
+        self._overrides = dict(overrides or {})
+        self._redactor = redactor or Redactor()
+        self._tools: dict[str, RegisteredTool] = {}  # by wire name
+        self._by_name: dict[str, str] = {}  # contract name -> wire name
+        self._key_locks: dict[str, asyncio.Lock] = {}
+
+    # registration ---------------------------------------------------------------------
+
+    def register(self, contract: ToolContract, handler: ToolHandler, *, unavailable: Availability | None = None,
+                 replace: bool = False) -> None:
+        """Add a tool. ``unavailable`` says when it cannot run (it is then not offered, and a
+        call is answered ``unavailable``); ``replace``: a tool of that name may be swapped (an
+        MCP server that reconnected with a changed tool)."""
+        problems = check_contract(contract)
+        taken = self._tools.get(contract.wire_name)
+        if taken is not None and not (replace and taken.contract.name == contract.name):
+            problems.append("a tool with this name is already registered")
+        named = self._by_name.get(contract.name)
+        if named is not None and named != contract.wire_name:
+            problems.append("a tool with this name is already registered under another wire name")
+        if problems:
+            raise ContractError(f"tool {contract.name}: " + "; ".join(problems))
+        policy = effective_policy(contract, self._overrides.get(contract.name))
+        validator = Draft202012Validator(_with_dry_run(contract))
+        self._tools[contract.wire_name] = RegisteredTool(contract, handler, validator, policy, unavailable)
+        self._by_name[contract.name] = contract.wire_name
+
+    def has_wire_name(self, wire: str) -> bool:
+        return wire in self._tools
+
+    def register_all(self, tools: Iterable[tuple[ToolContract, ToolHandler]]) -> None:
+        for contract, handler in tools:
+            self.register(contract, handler)
+        # an MCP server's tools arrive when it connects, which may be after start-up
+        unknown = sorted(n for n in set(self._overrides) - {t.contract.name for t in self._tools.values()}
+                         if not n.startswith("mcp."))
+        if unknown:
+            raise ContractError(f"tools.overrides names unknown tools: {', '.join(unknown)}")
+
+    def tools(self) -> list[RegisteredTool]:
+        return sorted(self._tools.values(), key=lambda t: t.contract.name)
+
+    def get(self, name: str) -> RegisteredTool | None:
+        """A tool by its wire name or its contract name."""
+        return self._tools.get(name) or self._tools.get(self._by_name.get(name, ""))
+
+    def _offered(self, tool: RegisteredTool, scope: TurnScope | None) -> bool:
+        if not tool.policy.visible or (tool.unavailable is not None and tool.unavailable() is not None):
+            return False
+        if scope is None:
+            return True
+        return scope.allows(tool.contract) and not (scope.unattended and tool.policy.needs_confirmation)
+
+    def offered(self, scope: TurnScope | None = None) -> list[ToolContract]:
+        """The contracts of the tools ``definitions`` shows the model, by name (for the prompt)."""
+        return [t.contract for t in self.tools() if self._offered(t, scope)]
+
+    def definitions(self, scope: TurnScope | None = None) -> list[dict[str, Any]]:
+        """What the model is shown: every visible tool (that ``scope`` allows; an unattended turn
+        is not offered tools that need approval), with ``dry_run`` where supported."""
+        return [t.contract.definition(t.schema_for_model) for t in self.tools() if self._offered(t, scope)]
+
+    def contract_name(self, wire_name: str) -> str:
+        tool = self._tools.get(wire_name)
+        return tool.contract.name if tool else wire_name
+
+    # execution ------------------------------------------------------------------------
+
+    async def execute(self, call: ToolCall, scope: TurnScope) -> ToolResult:
+        """Run one call from the model; never raises for anything a model (or a tool) can cause.
+        Only the database failing (``StoreError``) and cancellation go through."""
+        try:
+            return await self._execute(call, scope)
+        except (asyncio.CancelledError, StoreError):
+            raise
+        except Exception as exc:  # a bug of ours: the turn goes on, the model is told
+            log.exception("tool.execute_crashed", tool=call.name)
+            return ToolResult(call.id, call.name, ToolStatus.ERROR,
+                              error=f"internal_error: the call could not be handled ({type(exc).__name__}).")
+
+    async def _execute(self, call: ToolCall, scope: TurnScope) -> ToolResult:
+        started = self._clock.monotonic()
+        tool = self._tools.get(call.name)
+        if tool is None:
+            known = ", ".join(t.contract.wire_name for t in self.tools() if t.policy.visible)
+            result = ToolResult(call.id, call.name, ToolStatus.UNKNOWN_TOOL,
+                                error=f"There is no tool named {call.name!r}. Available tools: {known}.")
+            return await self._audit(call, scope, None, call.arguments, result, started)
+        refusal = tool.policy.refusal or (
+            None if scope.allows(tool.contract) else NOT_IN_TURN_MESSAGE.format(name=tool.contract.name))
+        if refusal:
+            result = ToolResult(call.id, call.name, ToolStatus.DENIED, error=refusal)
+            return await self._audit(call, scope, tool, call.arguments, result, started)
+        down = tool.unavailable() if tool.unavailable is not None else None
+        if down is not None:
+            result = ToolResult(call.id, call.name, ToolStatus.ERROR, error=f"unavailable: {down}")
+            return await self._audit(call, scope, tool, call.arguments, result, started)
+        try:
+            arguments = self._parse_arguments(call.arguments, tool)
+        except ToolInputInvalid as exc:
+            result = ToolResult(call.id, call.name, ToolStatus.INVALID_ARGS, error=str(exc))
+            return await self._audit(call, scope, tool, call.arguments, result, started)
+        needs = tool.policy.needs_confirmation or self._asks_this_time(tool.contract, arguments, scope)
+        if needs and scope.confirmed_by_caller and not tool.policy.step_up:
+            result, key = await self._run_once(call, tool, arguments, scope)  # a trusted MCP client asked its user
+            return await self._audit(call, scope, tool, arguments, result, started, key=key)
+        if needs and scope.unattended:
+            result = ToolResult(call.id, call.name, ToolStatus.SKIPPED, error=SKIPPED_MESSAGE)
+            return await self._audit(call, scope, tool, arguments, result, started)
+        if arguments.pop("dry_run", False) is True:  # only tools with dry-run support get this far
+            result = await self._run(call, tool, arguments, scope, dry_run=True)
+            if result.ok:
+                result = ToolResult(call.id, call.name, ToolStatus.OK,
+                                    output={"dry_run": True, "preview": result.output})
+            return await self._audit(call, scope, tool, {**arguments, "dry_run": True}, result, started)
+        if needs:
+            result = await self._park(call, tool, arguments, scope)
+            return await self._audit(call, scope, tool, arguments, result, started)
+        if tool.contract.cache_ttl_s > 0:
+            return await self._cached(call, tool, arguments, scope, started)
+        result, key = await self._run_once(call, tool, arguments, scope)
+        return await self._audit(call, scope, tool, arguments, result, started, key=key)
+
+    def _asks_this_time(self, contract: ToolContract, arguments: dict[str, Any], scope: TurnScope) -> bool:
+        """A tool that needs the user's yes for this call only: an argument its contract names
+        (``memory.forget`` by query), or untrusted text already in the turn (``memory.remember``
+        after a web page was read, so a page cannot plant a memory)."""
+        if any(name in arguments for name in contract.confirm_if):
+            return True
+        if contract.confirm_after_untrusted:
+            for result in scope.results:
+                earlier = self.get(result.name)
+                if earlier is not None and earlier.contract.untrusted_output:
+                    return True
+        return False
+
+    async def _cached(self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope,
+                      started: float) -> ToolResult:
+        """A read tool: a repeat within its ``cache_ttl_s`` is answered from memory (audited as
+        ``cached``, shown to the model as the ok result it is)."""
+        cache_key = ToolCache.key(tool.contract.name, arguments)
+        kept = self.cache.get(cache_key)
+        if kept is not None:
+            log.info("tool.cache_hit", tool=tool.contract.name)
+            result = ToolResult(call.id, call.name, ToolStatus.OK, output=kept)
+            return await self._audit(call, scope, tool, arguments, result, started, audit_status=ToolStatus.CACHED)
+        result, key = await self._run_once(call, tool, arguments, scope)
+        if result.ok:
+            self.cache.put(cache_key, result.output, tool.contract.cache_ttl_s)
+        return await self._audit(call, scope, tool, arguments, result, started, key=key)
+
+    async def run_approved(self, action: PendingAction, scope: TurnScope) -> ToolResult:
+        """Run a request the user (or the owner, locally) approved; audited as ``confirmation``."""
+        started = self._clock.monotonic()
+        tool = self.get(action.tool_name)
+        call = ToolCall(id=f"confirmation:{action.id}", name=tool.contract.wire_name if tool else action.tool_name.replace(".", "_"),
+                        arguments=json.dumps(action.arguments))
+        if tool is None or tool.policy.refusal:
+            status = ToolStatus.UNKNOWN_TOOL if tool is None else ToolStatus.DENIED
+            result = ToolResult(call.id, call.name, status, error=f"{action.tool_name} is no longer available.")
+            return await self._audit(call, scope, tool, action.arguments, result, started)
+        down = tool.unavailable() if tool.unavailable is not None else None
+        if down is not None:  # approved, but its MCP server is down now: nothing was done
+            result = ToolResult(call.id, call.name, ToolStatus.ERROR, error=f"unavailable: {down}")
+            return await self._audit(call, scope, tool, action.arguments, result, started)
+        stale = await self._changed_since_preview(call, tool, action, scope)
+        if stale is not None:
+            return await self._audit(call, scope, tool, action.arguments, stale, started)
+        result, key = await self._run_once(call, tool, dict(action.arguments), scope)
+        return await self._audit(call, scope, tool, action.arguments, result, started, key=key)
+
+    async def _changed_since_preview(
+        self, call: ToolCall, tool: RegisteredTool, action: PendingAction, scope: TurnScope,
+    ) -> ToolResult | None:
+        """The user approved what the preview showed; if the world changed since (the file was
+        edited meanwhile, say), running now would do something else. Refuse instead."""
+        if tool.contract.dry_run is not DryRun.REQUIRED or action.preview is None:
+            return None
+        fresh = await self._run(call, tool, dict(action.arguments), scope, dry_run=True)
+        if not fresh.ok:
+            return fresh
+        if json.loads(json.dumps(fresh.output, default=str)) == action.preview:
+            return None
+        return ToolResult(call.id, call.name, ToolStatus.ERROR, error=(
+            "conflict: what this would do has changed since it was approved (the preview differs now), "
+            "so nothing was done. Ask again to see the new preview."))
+
+    def _parse_arguments(self, raw: str, tool: RegisteredTool) -> dict[str, Any]:
+        try:
+            arguments = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ToolInputInvalid(f"arguments are not valid JSON: {exc.msg} at position {exc.pos}") from None
+        except RecursionError:
+            raise ToolInputInvalid("arguments are nested too deeply") from None
+        if _too_deep(arguments, MAX_NESTING):
+            raise ToolInputInvalid(f"arguments are nested too deeply (more than {MAX_NESTING} levels)")
+        problem = _schema_message(tool.validator, arguments)
+        if problem:
+            raise ToolInputInvalid(f"arguments do not match the schema of {tool.contract.wire_name}: {problem}")
+        if "dry_run" in arguments and tool.contract.dry_run is DryRun.NONE:
+            # a loose schema (additionalProperties allowed) must not turn dry_run into a way around
+            # confirmation for a tool that cannot preview
+            raise ToolInputInvalid(f"{tool.contract.wire_name} has no dry run; call it without dry_run")
+        if not isinstance(arguments, dict):  # the schema says object; this keeps the type honest
+            raise ToolInputInvalid(f"arguments of {tool.contract.wire_name} must be a JSON object")
+        return arguments
+
+    async def _park(self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope) -> ToolResult:
+        preview = None
+        if tool.contract.dry_run is DryRun.REQUIRED:
+            previewed = await self._run(call, tool, arguments, scope, dry_run=True)
+            if not previewed.ok:
+                return previewed  # the call would fail anyway: nothing to approve
+            preview = previewed.output
+        request = await self._confirmations.request(
+            tool.contract, arguments, conversation_id=scope.conversation_id, user_id=scope.user_id,
+            turn_id=scope.turn_id, call_id=call.id, preview=preview, step_up=tool.policy.step_up,
+        )
+        scope.confirmations.append(request)
+        how = " (the owner must approve it on the machine with `bruce approve`)" if request.step_up else ""
+        message = AWAITING_MESSAGE.format(id=request.id, how=how)
+        return ToolResult(call.id, call.name, ToolStatus.AWAITING_CONFIRMATION, output={"confirmation_id": request.id},
+                          error=message)
+
+    async def _run_once(
+        self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope,
+    ) -> tuple[ToolResult, str | None]:
+        if not tool.contract.idempotent:
+            return await self._run(call, tool, arguments, scope), None
+        key = idempotency_key(tool.contract.name, scope.conversation_id, arguments)
+        async with self._key_locks.setdefault(key, asyncio.Lock()):
+            now = self._clock.now()
+            earlier = await self._store.audit.idempotent_result(key, now=utc_iso(now))
+            if earlier is not None:
+                log.info("tool.replayed", tool=tool.contract.name, key=key)
+                return ToolResult(call.id, call.name, ToolStatus.OK, output=earlier), key
+            result = await self._run(call, tool, arguments, scope, key=key)
+            if result.ok:
+                expires = now + timedelta(seconds=tool.contract.idempotency_window_s)
+                await self._store.audit.remember_result(key, tool.contract.name, result.output, expires_at=utc_iso(expires))
+        return result, key
+
+    async def _run(
+        self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope, *,
+        dry_run: bool = False, key: str | None = None,
+    ) -> ToolResult:
+        timeout_s = tool.contract.timeout_s or self._default_timeout_s
+        context = ToolContext(
+            clock=self._clock, zone=self._zone, conversation_id=scope.conversation_id or None, turn_id=scope.turn_id or None,
+            dry_run=dry_run, idempotency_key=key, now=self._clock.now(),
+        )
+        try:
+            async with asyncio.timeout(timeout_s):
+                output = await tool.handler(arguments, context)
+        except TimeoutError:
+            return ToolResult(call.id, call.name, ToolStatus.TIMEOUT,
+                              error=f"The tool did not finish within {timeout_s:g} seconds.")
+        except ToolInputInvalid as exc:
+            return ToolResult(call.id, call.name, ToolStatus.INVALID_ARGS, error=str(exc))
+        except ToolError as exc:
+            return ToolResult(call.id, call.name, ToolStatus.ERROR, error=f"{exc.code}: {exc}")
+        except Exception as exc:  # a tool bug must not end the conversation
+            log.exception("tool.crashed", tool=tool.contract.name)
+            return ToolResult(call.id, call.name, ToolStatus.ERROR,
+                              error=f"internal_error: the tool failed unexpectedly ({type(exc).__name__}).")
+        return ToolResult(call.id, call.name, ToolStatus.OK, output=_readable(output, tool.contract.name))
+
+    # audit ----------------------------------------------------------------------------
+
+    def _audit_output(self, output: Any) -> Any:
+        text = _json_text(self._redactor.value(output))
+        if len(text) <= self._audit_max:
+            return text
+        return {"truncated": True, "original_chars": len(text), "preview": text[: self._audit_max]}
+
+    async def _audit(
+        self, call: ToolCall, scope: TurnScope, tool: RegisteredTool | None, arguments: Any,
+        result: ToolResult, started: float, *, key: str | None = None, audit_status: ToolStatus | None = None,
+    ) -> ToolResult:
+        latency_ms = (self._clock.monotonic() - started) * 1000
+        record = ToolExecutionRecord(
+            turn_id=scope.turn_id or None,  # '' for a call from an MCP client: no turn, perhaps no conversation
+            conversation_id=scope.conversation_id or None,
+            call_id=call.id,
+            tool_name=tool.contract.name if tool else call.name,
+            risk=str(tool.contract.risk) if tool else None,
+            input=self._redactor.value({"raw": arguments} if isinstance(arguments, str) else arguments),
+            output=None if result.output is None else self._audit_output(result.output),
+            status=audit_status or result.status,
+            error=self._redactor.text(result.error) if result.error else None,
+            latency_ms=latency_ms,
+            source=scope.source if scope.source not in (TurnSource.SUMMARY, TurnSource.MEMORY) else TurnSource.CHAT,
+            idempotency_key=key,
+            server=tool.contract.server if tool else None,
+        )
+        scope.results.append(replace(result, name=record.tool_name))  # known to the turn even if the write fails
+        await asyncio.shield(self._store.audit.record_tool_execution(record))
+        log.info("tool.executed", tool=record.tool_name, status=record.status, ms=round(latency_ms, 1))
+        return result

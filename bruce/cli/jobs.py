@@ -1,0 +1,157 @@
+"""The owner's ``bruce jobs`` command: every conversation's proactive jobs, from the machine.
+
+``bruce jobs list [--all] [--json]`` (live jobs; ``--all`` adds done, missed and cancelled ones),
+``show ID [--json]`` (a job and its last runs), and ``pause``, ``resume``, ``cancel``, ``run-now``,
+each with a job id. Changes go through ``JobBook`` on the config's database (never a new one),
+then a running daemon is told over the console socket so it re-arms at once; with no daemon
+running the change waits in the database for the next start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bruce.cli.existing_store import open_existing
+from bruce.clock import SystemClock, parse_iso
+from bruce.config.schema import Config
+from bruce.jobs.book import JobBook, JobError, JobView
+from bruce.jobs.schedule import local_text
+from bruce.store import Store
+
+__all__ = ["add_arguments", "jobs_command"]
+
+_CHANGES = {"pause": "paused", "resume": "resumed", "cancel": "cancelled", "run-now": "due now"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="jobs_command", required=True)
+    listing = sub.add_parser("list", help="scheduled jobs of every conversation")
+    listing.add_argument("--all", action="store_true", help="also done, missed and cancelled jobs")
+    listing.add_argument("--json", action="store_true", help="machine-readable")
+    show = sub.add_parser("show", help="one job and its last runs")
+    show.add_argument("id")
+    show.add_argument("--json", action="store_true", help="machine-readable")
+    for verb, text in (("pause", "stop a job from running until it is resumed"), ("resume", "run a paused job again"),
+                       ("cancel", "cancel a job for good"), ("run-now", "run a job now (then it keeps its schedule)")):
+        sub.add_parser(verb, help=text).add_argument("id")
+
+
+async def jobs_command(config: Config, args: argparse.Namespace, config_path: Path | None = None) -> int:
+    store = await open_existing(config, config_path, SystemClock())
+    if store is None:
+        return 1
+    try:
+        book = JobBook(store=store, clock=SystemClock(), zone=config.assistant.zone)
+        if args.jobs_command == "list":
+            return await _list(store, all_jobs=args.all, as_json=args.json)
+        if not await _exists(store, args.id, changing=args.jobs_command != "show"):
+            return 1
+        if args.jobs_command == "show":
+            return await _show(store, book, args.id, as_json=args.json)
+        return await _change(config, book, args.jobs_command, args.id)
+    finally:
+        await store.close()
+
+
+def _record(view: JobView) -> dict[str, Any]:
+    j = view.job
+    return {**view.as_dict(), "conversation_id": j.conversation_id, "schedule_kind": j.schedule_kind,
+            "schedule_value": j.schedule_value, "timezone": j.timezone, "failures": j.failures,
+            "created_at": j.created_at}
+
+
+async def _list(store: Store, *, all_jobs: bool, as_json: bool) -> int:
+    views = [JobView(j) for j in await store.jobs.all(live_only=not all_jobs)]
+    if as_json:
+        print(json.dumps([_record(v) for v in views], ensure_ascii=False, indent=2))
+        return 0
+    if not views:
+        print("no scheduled jobs" + ("" if all_jobs else " (--all shows finished ones)"))
+        return 0
+    rows = [["ID", "CONVERSATION", "MODE", "STATUS", "NEXT RUN", "SCHEDULE", "CONTENT"]]
+    for v in views:
+        j = v.job
+        rows.append([j.id, j.conversation_id, j.execution_mode, str(j.status) + (" (flagged)" if j.flagged else ""),
+                     v.next_run_local or "-", _cut(j.description, 40), _cut(j.content, 40)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:  # plain columns, like ``bruce pairing list`` (no table library to install)
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _cut(text: str, limit: int) -> str:
+    """One line of at most ``limit`` characters (a line break would break the columns)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
+
+
+async def _exists(store: Store, job_id: str, *, changing: bool) -> bool:
+    """Whether the job exists; if not, says so in the owner's terms (JobBook's text is the model's)."""
+    typed = job_id.strip()
+    if typed and await store.jobs.get(typed.lower()) is not None:
+        return True
+    print(f"bruce: there is no job {typed[:40]!r} (`bruce jobs list --all` shows every job)"
+          + ("; nothing changed" if changing else ""), file=sys.stderr)
+    return False
+
+
+async def _show(store: Store, book: JobBook, job_id: str, *, as_json: bool) -> int:
+    try:
+        job = await book.get(None, job_id)
+    except JobError as exc:
+        print(f"bruce: {exc}", file=sys.stderr)
+        return 1
+    runs = await store.jobs.runs(job.id)
+    zone = ZoneInfo(job.timezone)
+    if as_json:
+        print(json.dumps({**_record(JobView(job)), "runs": [
+            {"scheduled_for": r.scheduled_for, "status": str(r.status), "lateness_ms": r.lateness_ms,
+             "error": r.error, "delivered_text": r.delivered_text, "turn_id": r.turn_id} for r in runs]},
+            ensure_ascii=False, indent=2))
+        return 0
+    view = JobView(job)
+    for label, value in (("job", job.id), ("conversation", job.conversation_id), ("mode", job.execution_mode),
+                         ("status", str(job.status)), ("schedule", job.description),
+                         ("next run", view.next_run_local or "-"), ("notify", job.notify),
+                         ("failures in a row", str(job.failures)), ("flagged", job.flagged or "-"),
+                         ("created", local_text(parse_iso(job.created_at), zone)), ("content", job.content)):
+        print(f"{label + ':':<19} {value}")
+    print(f"runs (last {len(runs)}):" if runs else "runs: none yet")
+    for r in runs:
+        detail = r.error or (r.delivered_text or "")
+        detail = _cut(detail, 60)
+        late = f"{r.lateness_ms} ms late" if r.lateness_ms is not None else ""
+        print(f"  {local_text(parse_iso(r.scheduled_for), zone)}  {r.status}  {late}  {detail}".rstrip())
+    return 0
+
+
+async def _change(config: Config, book: JobBook, verb: str, job_id: str) -> int:
+    try:
+        if verb == "pause":
+            view = await book.pause(None, job_id)
+        elif verb == "resume":
+            view = await book.resume(None, job_id)
+        elif verb == "cancel":
+            view = await book.cancel(None, job_id)
+        else:
+            view = await book.run_now(job_id)
+    except JobError as exc:
+        print(f"bruce: {exc}; nothing changed", file=sys.stderr)
+        return 1
+    from bruce.app import jobs_changed_on_daemon
+
+    told = await jobs_changed_on_daemon(config)
+    print(f"{_CHANGES[verb]}: {view.line()}")
+    run_now = verb == "run-now"
+    if told:
+        print("the daemon runs it now" if run_now else "the running daemon has the change now")
+    else:
+        print("Bruce is not running; " + ("it runs when Bruce starts" if run_now else "the change applies when it starts"))
+    if not config.scheduler.enabled:
+        print("note: scheduler.enabled is false in this config: Bruce stores jobs but fires none")
+    return 0

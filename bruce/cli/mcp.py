@@ -1,0 +1,71 @@
+"""``bruce mcp status [--json]`` and ``bruce mcp serve [--transport stdio|http] [--port N]``.
+
+``status`` asks the running daemon (its servers, as it supervises them); with no daemon it
+connects to each configured server now, each bounded by its ``connect_timeout_s``, and says so.
+It exits 1 when an enabled server is not ready, so a script can watch it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from bruce.config.schema import Config
+
+__all__ = ["add_arguments", "mcp_command"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="mcp_command", required=True)
+    status = sub.add_parser("status", help="each MCP server: state, last error, tools")
+    status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    serve = sub.add_parser("serve", help="serve Bruce's own tools to another MCP client")
+    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    serve.add_argument("--port", type=int, default=None, help="HTTP port on 127.0.0.1 (default: mcp_serve.port)")
+
+
+async def mcp_command(config: Config, args: argparse.Namespace) -> int:
+    from bruce.app import mcp_status_on_daemon, probe_mcp, serve_mcp
+
+    if args.mcp_command == "serve":
+        port = config.mcp_serve.port if args.port is None else args.port
+        if not 0 <= port <= 65535:
+            print(f"bruce: --port {port}: give a port from 0 to 65535", file=sys.stderr)
+            return 2
+        await serve_mcp(config, transport=args.transport, port=port)
+        return 0
+    if not config.mcp_servers:
+        print("No MCP servers are configured (mcp_servers in the config).")
+        return 0
+    servers = await mcp_status_on_daemon(config)
+    live = servers is not None
+    if servers is None:
+        servers = await probe_mcp(config)
+    if args.json:
+        print(json.dumps({"daemon": live, "servers": servers}, indent=2, ensure_ascii=False))
+    else:
+        _table(servers, live)
+    return 0 if all(s["state"] in ("ready", "disabled") for s in servers) else 1
+
+
+def _table(servers: list[dict[str, Any]], live: bool) -> None:
+    console = Console(highlight=False, soft_wrap=True)
+    console.print("As the running daemon sees them:" if live else
+                  "No daemon is running; connected to each server just now:")
+    table = Table(show_lines=False)
+    for column in ("server", "transport", "state", "since (UTC)", "last error", "tools"):
+        table.add_column(column, overflow="fold")
+    for s in servers:
+        table.add_row(s["server"], s["transport"], s["state"], s["since"][:19].replace("T", " "),
+                      s["last_error"] or "-", str(len(s["tools"])))
+    console.print(table)
+    for s in servers:
+        for t in s["tools"]:
+            console.print(f"  {t['name']}  risk {t['risk']}  (the model sees {t['wire_name']})")
+        for remote, why in s.get("skipped", {}).items():
+            console.print(f"  {s['server']}: {remote} is not offered: {why}")

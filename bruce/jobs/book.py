@@ -1,0 +1,199 @@
+"""The proactive jobs a conversation owns: created, listed, paused, resumed, rescheduled and
+cancelled, always through the conversation that asks (a job of another conversation does not
+exist for it). The ``proactive.*`` tools, ``/jobs`` and ``bruce jobs`` all come through here;
+the scheduler (``bruce.jobs.scheduler``) is told of each change and fires what is due.
+
+Arguments are checked here, with errors the model can act on (``JobError``, ``ScheduleError``):
+the schedule by ``bruce.jobs.schedule``, the rest (mode, content, notify) below."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bruce.clock import Clock, parse_iso, utc_iso
+from bruce.jobs.schedule import SCHEDULE_FIELDS, Schedule, ScheduleError, local_text, parse_schedule, stored_schedule
+from bruce.store import Store
+from bruce.store.jobs import JobRecord
+from bruce.values import ConversationId, JobStatus
+
+__all__ = ["JobBook", "JobError", "JobView", "ScheduleError", "MODES", "NOTIFY", "MAX_CONTENT_CHARS", "QUIET_TOKEN"]
+
+MODES = ("message", "agent")
+NOTIFY = ("always", "if_actionable")
+MAX_CONTENT_CHARS = 4000
+QUIET_TOKEN = "NOTHING_TO_REPORT"  # an agent run with notify if_actionable answers exactly this to send nothing
+
+
+class JobError(ValueError):
+    """A job argument or request that cannot be done; the text says which and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A job as the model, the chat and the CLI are shown it."""
+
+    job: JobRecord
+    created: bool = False
+
+    @property
+    def next_run_local(self) -> str | None:
+        if self.job.next_run_at is None:
+            return None
+        return local_text(parse_iso(self.job.next_run_at), ZoneInfo(self.job.timezone))
+
+    def as_dict(self) -> dict[str, Any]:
+        j = self.job
+        return {"job_id": j.id, "status": str(j.status), "execution_mode": j.execution_mode, "content": j.content,
+                "description": j.description, "next_run": self.next_run_local, "notify": j.notify,
+                "flagged": j.flagged}
+
+    def line(self) -> str:
+        j = self.job
+        when = f"next {self.next_run_local}" if j.next_run_at else "no next run"
+        state = "" if j.status is JobStatus.ACTIVE else f" [{j.status}]"
+        flag = f" (flagged: {j.flagged})" if j.flagged else ""
+        content = j.content if len(j.content) <= 80 else j.content[:77] + "..."
+        return f"{j.id}{state} {j.execution_mode}: {content!r}, {j.description}; {when}{flag}"
+
+
+class JobBook:
+    def __init__(self, *, store: Store, clock: Clock, zone: ZoneInfo, dedup_window_s: float = 600.0) -> None:
+        self._jobs = store.jobs
+        self._messages = store.messages
+        self._clock = clock
+        self._zone = zone
+        self._dedup_window = timedelta(seconds=dedup_window_s)
+        self.changed: Callable[[str], None] = lambda job_id: None  # the scheduler listens (``Scheduler.start``)
+
+    async def create(self, conversation_id: str, args: dict[str, Any]) -> JobView:
+        """A new job for this conversation, or the same one made in the last ten minutes."""
+        mode = _choice(args.get("execution_mode"), "execution_mode", MODES)
+        content = _content(args.get("content"))
+        notify = _choice(args.get("notify", "always") or "always", "notify", NOTIFY) if mode == "agent" else "always"
+        now = self._clock.now()
+        schedule = parse_schedule(args, now=now, default_zone=self._zone)
+        first = schedule.next_after(now)
+        stamp = utc_iso(now)
+        job = JobRecord(
+            id=secrets.token_hex(5), conversation_id=conversation_id, execution_mode=mode, content=content,
+            schedule_kind=schedule.kind, schedule_value=schedule.value, timezone=schedule.zone.key, notify=notify,
+            description=schedule.describe(), status=JobStatus.ACTIVE, next_run_at=utc_iso(first) if first else None,
+            anchor_at=utc_iso(schedule.anchor), failures=0, flagged=None,
+            dedup_key=_dedup_key(conversation_id, mode, content, notify, args), created_at=stamp, updated_at=stamp)
+        where = ConversationId.parse(conversation_id)
+        await self._messages.ensure_conversation(conversation_id, where.channel, where.chat_id)
+        stored, created = await self._jobs.create(job, dedup_since=utc_iso(now - self._dedup_window))
+        if created:
+            self.changed(stored.id)
+        return JobView(stored, created)
+
+    async def list(self, conversation_id: str) -> list[JobView]:
+        return [JobView(j) for j in await self._jobs.for_conversation(conversation_id)]
+
+    async def get(self, conversation_id: str | None, job_id: Any) -> JobRecord:
+        """The job, if it belongs to ``conversation_id`` (None: the owner, on the machine)."""
+        if not isinstance(job_id, str) or not job_id.strip():
+            raise JobError("job_id: give the id of a job, as proactive_list shows it")
+        job = await self._jobs.get(job_id.strip().lower())
+        if job is None or (conversation_id is not None and job.conversation_id != conversation_id):
+            raise JobError(f"job_id: there is no job {job_id.strip()[:40]!r} in this conversation; "
+                           "proactive_list shows its jobs")
+        return job
+
+    async def pause(self, conversation_id: str | None, job_id: Any) -> JobView:
+        job = await self.get(conversation_id, job_id)
+        if job.status is JobStatus.PAUSED:
+            return JobView(job)
+        self._live(job, "paused")
+        return await self._change(job, expect=(JobStatus.ACTIVE,), status=JobStatus.PAUSED)
+
+    async def resume(self, conversation_id: str | None, job_id: Any) -> JobView:
+        job = await self.get(conversation_id, job_id)
+        if job.status is JobStatus.ACTIVE:
+            return JobView(job)
+        self._live(job, "resumed")
+        now = self._clock.now()
+        schedule = self.schedule_of(job)
+        if schedule.recurring:
+            nxt = schedule.next_after(now)
+        elif job.next_run_at is not None and parse_iso(job.next_run_at) > now:
+            nxt = parse_iso(job.next_run_at)
+        else:
+            raise JobError(f"job {job.id}: its time ({local_text(schedule.anchor, schedule.zone)}) passed while it "
+                           "was paused; reschedule it with a new time instead")
+        return await self._change(job, expect=(JobStatus.PAUSED,), status=JobStatus.ACTIVE,
+                                  next_run_at=utc_iso(nxt) if nxt else None)
+
+    async def reschedule(self, conversation_id: str | None, job_id: Any, args: dict[str, Any]) -> JobView:
+        job = await self.get(conversation_id, job_id)
+        self._live(job, "rescheduled")
+        if not any(args.get(name) is not None for name in SCHEDULE_FIELDS):
+            raise JobError("reschedule: give exactly one of at, in_seconds, cron and every_seconds")
+        now = self._clock.now()
+        zone_args = {"timezone": job.timezone, **{k: v for k, v in args.items() if v is not None}}
+        schedule = parse_schedule(zone_args, now=now, default_zone=self._zone)
+        nxt = schedule.next_after(now)
+        return await self._change(
+            job, schedule_kind=schedule.kind, schedule_value=schedule.value, timezone=schedule.zone.key,
+            description=schedule.describe(), anchor_at=utc_iso(schedule.anchor), next_run_at=utc_iso(nxt) if nxt else None,
+            failures=0, flagged=None)
+
+    async def cancel(self, conversation_id: str | None, job_id: Any) -> JobView:
+        job = await self.get(conversation_id, job_id)
+        if job.status is JobStatus.CANCELLED:
+            return JobView(job)
+        self._live(job, "cancelled")
+        return await self._change(job, status=JobStatus.CANCELLED, next_run_at=None)
+
+    async def run_now(self, job_id: str) -> JobView:
+        """The owner's ``bruce jobs run-now``: the job's next run is now (then its schedule goes on)."""
+        job = await self.get(None, job_id)
+        self._live(job, "run now")
+        return await self._change(job, status=JobStatus.ACTIVE, next_run_at=utc_iso(self._clock.now()))
+
+    def schedule_of(self, job: JobRecord) -> Schedule:
+        return stored_schedule(job.schedule_kind, job.schedule_value, job.timezone, job.anchor_at)
+
+    @staticmethod
+    def _live(job: JobRecord, verb: str) -> None:
+        if job.status not in (JobStatus.ACTIVE, JobStatus.PAUSED):
+            raise JobError(f"job {job.id} is {job.status} and cannot be {verb}")
+
+    async def _change(self, job: JobRecord, *, expect: tuple[JobStatus, ...] = (JobStatus.ACTIVE, JobStatus.PAUSED),
+                      **changes: Any) -> JobView:
+        if not await self._jobs.update(job.id, expect=tuple(str(s) for s in expect), **changes):
+            raise JobError(f"job {job.id} changed meanwhile; look at proactive_list and try again")
+        self.changed(job.id)
+        fresh = await self._jobs.get(job.id)
+        return JobView(fresh if fresh is not None else replace(job, **changes))
+
+
+def _choice(value: Any, name: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise JobError(f"{name}: must be one of {', '.join(repr(a) for a in allowed)} (got {shown})")
+    return str(value)
+
+
+def _content(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise JobError("content: give the text to send (message mode) or the instruction to run (agent mode); "
+                       "it must not be empty")
+    if len(value) > MAX_CONTENT_CHARS:
+        raise JobError(f"content: at most {MAX_CONTENT_CHARS} characters (got {len(value)})")
+    return value.strip()
+
+
+def _dedup_key(conversation_id: str, mode: str, content: str, notify: str, args: dict[str, Any]) -> str:
+    """The same conversation, schedule (as asked) and content: the same job, inside the window."""
+    schedule = {name: args.get(name) for name in (*SCHEDULE_FIELDS, "timezone") if args.get(name) is not None}
+    text = json.dumps([conversation_id, mode, content, notify, schedule], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+

@@ -1,0 +1,471 @@
+"""The scheduler: fires each proactive job when it is due, once.
+
+``proactive_jobs`` is the one record; APScheduler 3 (``AsyncIOScheduler``, memory job store)
+is only the timer, re-loaded from the table at start-up and kept in step with it (each change
+through ``JobBook`` re-arms at once; a sync every ``sync_interval_s`` picks up what another
+process or ``bruce jobs`` changed). A firing:
+
+1. checks the job is still active and still due at that instant (a stale timer does nothing);
+2. claims the run: inserts its ``job_runs`` row, unique on ``(job_id, scheduled_for)``; a second
+   claim (another process, a retry, a restart) gets nothing to do;
+3. delivers through the worker's doors: ``post`` (message mode: the text as it is, no model) or
+   ``run_proactive`` (agent mode: ``content`` is the run's instruction; no ``proactive.*`` tool,
+   no tool that needs approval, nothing sent when the answer is the quiet token);
+4. records the outcome (status, delivered text or error, lateness) and moves the job on: a
+   one-off is ``done`` once its delivery is stored; a recurring job gets its next run.
+
+At start-up (``start``), before arming: runs a stopped process left ``running`` are settled
+(their message was stored: delivered; an agent run that acted: interrupted, never run twice;
+nothing stored: the claim is released and the run fires again), then what fell due while
+Bruce was down: a one-off within ``misfire_grace_s`` fires once, beyond it is marked ``missed``
+and the user told once; a recurring job fires once for all its missed runs (coalesced).
+
+Only one process runs the scheduler for a database (``<db>.scheduler.lock``, like the channel
+locks); a second one says so and runs without it. The claim makes a double delivery
+impossible even without the lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+import structlog
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.date import DateTrigger
+
+from bruce.clock import Clock, parse_iso, utc_iso
+from bruce.contracts import ToolContract
+from bruce.errors import ShuttingDown, StoreError
+from bruce.jobs.book import QUIET_TOKEN, JobBook
+from bruce.jobs.schedule import Schedule, local_text
+from bruce.llm.budget import Budget
+from bruce.store import Store
+from bruce.store.jobs import JobRecord, JobRunRecord
+from bruce.texts import job_missed
+from bruce.turns.conversations import TurnOutcome
+from bruce.turns.scope import ToolFilter
+from bruce.values import JobRunStatus, JobStatus, MessageKind, MessageStatus, TurnStatus
+
+__all__ = ["Scheduler", "SchedulerSettings", "Doors", "no_proactive_tools"]
+
+log = structlog.get_logger(__name__)
+
+EARLY_TOLERANCE = timedelta(milliseconds=500)  # a timer this early still fires (clock granularity)
+
+
+class Doors(Protocol):
+    """What the scheduler may ask of the worker (``bruce.runtime.worker.Worker``), and nothing else."""
+
+    async def post(self, conversation_id: str, text: str) -> int: ...
+
+    async def run_proactive(self, conversation_id: str, prompt: str, *, job_id: str | None = None,
+                            tools: ToolFilter | None = None, quiet_token: str | None = None) -> TurnOutcome: ...
+
+
+class Notices(Protocol):
+    async def post(self, conversation_id: str, text: str, *, kind: MessageKind = ...) -> int: ...
+
+
+def no_proactive_tools(contract: ToolContract) -> bool:
+    """An agent-mode run cannot schedule, change or cancel jobs: no feedback loops."""
+    return not contract.name.startswith("proactive.")
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerSettings:
+    misfire_grace_s: float = 21600.0
+    max_failures: int = 3
+    sync_interval_s: float = 30.0
+    lock_path: Path | None = None  # None: no lock (tests that run two schedulers on purpose)
+
+
+class Scheduler:
+    def __init__(self, *, store: Store, clock: Clock, book: JobBook, doors: Doors, notices: Notices,
+                 settings: SchedulerSettings, budget: Budget | None = None) -> None:
+        self._budget = budget
+        self._jobs = store.jobs
+        self._clock = clock
+        self._book = book
+        self._doors = doors
+        self._notices = notices
+        self._settings = settings
+        self._timer: AsyncIOScheduler | None = None
+        self._armed: dict[str, str] = {}  # job id -> the next_run_at its timer is set for
+        self._firing: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._lock: TextIO | None = None
+        self._sync_task: asyncio.Task[None] | None = None
+        self._changes: set[str] = set()
+        self._change_task: asyncio.Task[None] | None = None
+        self.running = False
+
+    # start and stop ----------------------------------------------------------------------
+
+    async def start(self) -> bool:
+        """Take the lock, settle what the last process left, catch up, arm every active job.
+        False (and a warning) when another process runs the scheduler for this database."""
+        if not self._take_lock():
+            log.warning("scheduler.not_started", reason="another Bruce process runs the scheduler for this database; "
+                        "this one takes over when it stops", lock=str(self._settings.lock_path))
+            self._sync_task = asyncio.create_task(self._wait_for_lock(), name="scheduler.wait_for_lock")
+            return False
+        await self._begin()
+        return True
+
+    async def _wait_for_lock(self) -> None:
+        """A second process: try the lock again every sync interval, and take over once it is free."""
+        while not self._take_lock():
+            await asyncio.sleep(self._settings.sync_interval_s)
+        log.info("scheduler.taking_over")
+        try:
+            await self._begin()
+        except Exception:
+            log.exception("scheduler.take_over_failed")
+
+    async def _begin(self) -> None:
+        await self._settle_unfinished()
+        await self._catch_up()
+        self._timer = AsyncIOScheduler(timezone=UTC, job_defaults={"misfire_grace_time": None, "coalesce": True,
+                                                                   "max_instances": 1})
+        self.running = True
+        await self.sync()  # armed before the timer starts: APScheduler takes them in one go
+        self._timer.start()
+        self._book.changed = self._changed
+        self._sync_task = asyncio.create_task(self._sync_loop(), name="scheduler.sync")
+        log.info("scheduler.started", jobs=len(self._armed) + len(self._firing))
+
+    async def stop(self) -> None:
+        """No new firing; runs in flight finish with the worker's drain (``Worker.close``)."""
+        self.running = False
+        self._book.changed = lambda job_id: None
+        for task in (self._sync_task, self._change_task):  # (the sync task may be the wait for the lock)
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(*(t for t in (self._sync_task, self._change_task) if t is not None),
+                             return_exceptions=True)
+        if self._timer is not None and self._timer.running:
+            self._timer.shutdown(wait=False)
+        self._timer = None
+
+    async def wait_idle(self) -> None:
+        """Every firing in flight has finished (tests, and shutdown after the worker's drain)."""
+        while self._firing:
+            await asyncio.gather(*self._firing.values(), return_exceptions=True)
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()  # closing the file releases the lock
+            self._lock = None
+
+    def _take_lock(self) -> bool:
+        path = self._settings.lock_path
+        if path is None:
+            return True
+        handle = path.open("w")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            return False
+        self._lock = handle
+        return True
+
+    # keeping the timer in step with the table -------------------------------------------
+
+    async def sync(self) -> None:
+        """Arm every active job as the table has it, disarm the rest, fire what is due now."""
+        if not self.running:
+            return
+        try:
+            if await self._jobs.mark_sent_runs():
+                log.info("scheduler.unsent_runs_delivered")
+        except StoreError as exc:  # only bookkeeping: the next sync does it
+            log.warning("scheduler.mark_sent_failed", error=str(exc))
+        index = await self._jobs.due_index()
+        for job_id in set(self._armed) - set(index):
+            self._disarm(job_id)
+        now = self._clock.now()
+        for job_id, next_run_at in index.items():
+            if parse_iso(next_run_at) <= now:
+                self._launch(job_id, next_run_at)
+            elif self._armed.get(job_id) != next_run_at:
+                self._arm(job_id, next_run_at)
+
+    def _changed(self, job_id: str) -> None:
+        """``JobBook`` changed a job: re-arm it at once (after the change is stored)."""
+        self._changes.add(job_id)
+        if self._change_task is None or self._change_task.done():
+            self._change_task = asyncio.create_task(self._apply_changes(), name="scheduler.changes")
+
+    async def _apply_changes(self) -> None:
+        while self._changes and self.running:
+            job_id = self._changes.pop()
+            try:
+                job = await self._jobs.get(job_id)
+            except Exception:
+                log.exception("scheduler.reload_failed", job=job_id)
+                continue
+            if job is None or job.status is not JobStatus.ACTIVE or job.next_run_at is None:
+                self._disarm(job_id)
+            elif parse_iso(job.next_run_at) <= self._clock.now():
+                self._launch(job.id, job.next_run_at)
+            else:
+                self._arm(job.id, job.next_run_at)
+
+    async def _sync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._settings.sync_interval_s)
+            try:
+                await self.sync()
+            except Exception:
+                log.exception("scheduler.sync_failed")
+
+    def _arm(self, job_id: str, next_run_at: str) -> None:
+        """Set the job's timer: APScheduler counts real time, so the instant is the injected
+        clock's distance from now (the same thing with the system clock)."""
+        assert self._timer is not None
+        delay = parse_iso(next_run_at) - self._clock.now()
+        run_date = datetime.now(UTC) + max(delay, timedelta(0))
+        self._timer.add_job(self._due, DateTrigger(run_date=run_date, timezone=UTC), id=job_id,
+                            args=(job_id, next_run_at), replace_existing=True)
+        self._armed[job_id] = next_run_at
+
+    def _disarm(self, job_id: str) -> None:
+        if self._armed.pop(job_id, None) is not None and self._timer is not None and self._timer.get_job(job_id):
+            self._timer.remove_job(job_id)
+
+    async def _due(self, job_id: str, scheduled_for: str) -> None:
+        """The timer went off (APScheduler's task): the firing is our own task."""
+        if self._armed.get(job_id) == scheduled_for:
+            del self._armed[job_id]
+        if self.running:
+            self._launch(job_id, scheduled_for)
+
+    def _launch(self, job_id: str, scheduled_for: str) -> None:
+        key = (job_id, scheduled_for)
+        if key in self._firing:
+            return
+        task = asyncio.create_task(self._guarded(job_id, scheduled_for), name=f"job:{job_id}")
+        self._firing[key] = task
+        task.add_done_callback(lambda _: self._firing.pop(key, None))
+
+    # firing --------------------------------------------------------------------------------
+
+    async def _guarded(self, job_id: str, scheduled_for: str) -> None:
+        with structlog.contextvars.bound_contextvars(job=job_id, scheduled_for=scheduled_for):
+            try:
+                await self._fire(job_id, scheduled_for)
+            except Exception:  # the run stays 'running': settled at the next start
+                log.exception("scheduler.fire_crashed")
+
+    async def _fire(self, job_id: str, scheduled_for: str, *, again: bool = True) -> None:
+        job = await self._jobs.get(job_id)
+        if job is None or job.status is not JobStatus.ACTIVE or job.next_run_at != scheduled_for:
+            return  # paused, cancelled, rescheduled or already moved on meanwhile
+        lateness = self._clock.now() - parse_iso(scheduled_for)
+        if lateness < -EARLY_TOLERANCE:  # the wall clock went back since the timer was set
+            log.info("scheduler.early", early_ms=-_ms(lateness))
+            self._arm(job_id, scheduled_for)
+            return
+        run_id = await self._jobs.claim_run(job_id, scheduled_for, lateness_ms=max(_ms(lateness), 0))
+        if run_id is None:
+            if again:
+                await self._claimed_before(job, scheduled_for)
+            return
+        log.info("scheduler.firing", mode=job.execution_mode, lateness_ms=_ms(lateness))
+        try:
+            status, detail = await self._deliver(job, run_id)
+        except ShuttingDown:
+            await self._jobs.release_run(run_id)  # nothing was started: it fires at the next start
+            log.info("scheduler.deferred_until_restart")
+            return
+        except Exception as exc:
+            log.exception("scheduler.delivery_failed")
+            await self._jobs.finish_run(run_id, status=JobRunStatus.FAILED, error=f"{type(exc).__name__}: {exc}"[:500])
+            status, detail = JobRunStatus.FAILED, f"{type(exc).__name__}: {exc}"
+        await self._advance(job, scheduled_for, status, detail)
+
+    async def _claimed_before(self, job: JobRecord, scheduled_for: str) -> None:
+        """The run was claimed already, yet the job still waits for it: an attempt in this
+        process failed part-way (the database was locked, say), or another scheduler has it.
+        A finished run only moves the job on; a run left ``running`` is settled as at start-up,
+        when this process holds the scheduler lock (it is then no one else's)."""
+        run = await self._jobs.run_for(job.id, scheduled_for)
+        if run is None:
+            return
+        if run.status is not JobRunStatus.RUNNING:
+            log.info("scheduler.run_finished_before", status=str(run.status))
+            await self._advance(job, scheduled_for, run.status, run.error)
+        elif self._lock is not None:
+            await self._settle(job, run)
+            if await self._jobs.run_for(job.id, scheduled_for) is None:  # released: nothing went out
+                await self._fire(job.id, scheduled_for, again=False)
+        else:
+            log.info("scheduler.already_claimed")
+
+    async def _deliver(self, job: JobRecord, run_id: int) -> tuple[JobRunStatus, str | None]:
+        """Send the run's message or run its turn; record it. (status, error or None)."""
+        if job.execution_mode == "message":
+            message_id = await self._doors.post(job.conversation_id, job.content)
+            return await self._record_sent(run_id, message_id, None, job.content)
+        over = await self._budget.reached() if self._budget is not None else None
+        if over is not None:  # a reminder needs no model and still fires; a briefing waits for the budget
+            log.warning("scheduler.over_budget", tokens=over.tokens, usd=round(over.usd, 4))
+            await self._jobs.finish_run(run_id, status=JobRunStatus.OVER_BUDGET,
+                                        error=f"skipped: the day's LLM budget is spent (resets {utc_iso(over.resets_at)})")
+            return JobRunStatus.OVER_BUDGET, None
+        quiet = QUIET_TOKEN if job.notify == "if_actionable" else None
+        outcome = await self._doors.run_proactive(job.conversation_id, job.content, job_id=job.id,
+                                                  tools=no_proactive_tools, quiet_token=quiet)
+        if outcome.quiet:
+            await self._jobs.finish_run(run_id, status=JobRunStatus.QUIET, turn_id=outcome.turn_id)
+            return JobRunStatus.QUIET, None
+        if not outcome.ok:
+            await self._jobs.finish_run(run_id, status=JobRunStatus.FAILED, turn_id=outcome.turn_id,
+                                        text=outcome.text, error="the agent run failed; the user was told")
+            return JobRunStatus.FAILED, "the agent run failed"
+        reply = await self._jobs.reply_of_turn(outcome.turn_id)
+        return await self._record_sent(run_id, reply[0] if reply else None, outcome.turn_id, outcome.text)
+
+    async def _record_sent(self, run_id: int, message_id: int | None, turn_id: str | None,
+                           text: str | None) -> tuple[JobRunStatus, str | None]:
+        state = await self._jobs.message_status(message_id) if message_id is not None else None
+        sent = state is not None and state[0] == MessageStatus.SENT
+        status = JobRunStatus.DELIVERED if sent else JobRunStatus.UNSENT
+        error = None if sent else (state[1] if state else None) or "not sent yet; the outbox keeps trying"
+        await self._jobs.finish_run(run_id, status=status, turn_id=turn_id, message_id=message_id, text=text,
+                                    error=error)
+        return status, error
+
+    async def _advance(self, job: JobRecord, scheduled_for: str, status: JobRunStatus, error: str | None) -> None:
+        """Move the job past this run: a one-off is done (its delivery is stored, or its failure
+        told), a recurring one gets its next run; consecutive failed deliveries flag it."""
+        ok = status in (JobRunStatus.DELIVERED, JobRunStatus.QUIET, JobRunStatus.OVER_BUDGET)
+        failures = 0 if ok else job.failures + 1
+        changes: dict[str, Any] = {"failures": failures}
+        if not ok and failures >= self._settings.max_failures:
+            changes["flagged"] = f"{failures} runs in a row not delivered (last: {error})"[:300]
+            log.error("scheduler.job_flagged", failures=failures, error=error)
+        elif ok:
+            changes["flagged"] = None
+        schedule = self._book.schedule_of(job)
+        if schedule.recurring:
+            after = max(self._clock.now(), parse_iso(scheduled_for))
+            nxt = schedule.next_after(after)
+            changes["next_run_at"] = utc_iso(nxt) if nxt else None
+        else:
+            changes.update(status=JobStatus.DONE, next_run_at=None)
+        # only the run's own next_run_at is moved: a reschedule, run-now or cancel made while the
+        # run was in flight changed it (or the status), and the owner's change stands as made
+        if await self._jobs.update(job.id, expect_next_run_at=scheduled_for, **changes):
+            log.info("scheduler.fired", status=str(status), next_run_at=changes.get("next_run_at"))
+        else:
+            log.info("scheduler.fired_job_changed_meanwhile", status=str(status))
+        fresh = await self._jobs.get(job.id)
+        if fresh is not None and fresh.status is JobStatus.ACTIVE and fresh.next_run_at and self.running:
+            if parse_iso(fresh.next_run_at) <= self._clock.now():
+                self._launch(fresh.id, fresh.next_run_at)
+            else:
+                self._arm(fresh.id, fresh.next_run_at)
+
+    # start-up ----------------------------------------------------------------------------
+
+    async def _settle_unfinished(self) -> None:
+        """Runs the previous process left ``running``: each is settled once, never delivered twice."""
+        for run in await self._jobs.unfinished_runs():
+            job = await self._jobs.get(run.job_id)
+            if job is None:
+                continue
+            with structlog.contextvars.bound_contextvars(job=job.id, scheduled_for=run.scheduled_for):
+                await self._settle(job, run)
+
+    async def _settle(self, job: JobRecord, run: JobRunRecord) -> None:
+        if job.execution_mode == "message":
+            message_id = await self._jobs.outbound_since(job.conversation_id, job.content, run.started_at)
+            if message_id is None:  # nothing was stored: it was never sent; it fires again
+                await self._jobs.release_run(run.id)
+                log.info("scheduler.run_released")
+                return
+            status, error = await self._record_sent(run.id, message_id, None, job.content)
+            log.info("scheduler.run_settled", status=str(status))
+        else:
+            turn = await self._jobs.turn_for_job(job.id, run.started_at)
+            if turn is None:
+                await self._jobs.release_run(run.id)
+                log.info("scheduler.run_released")
+                return
+            turn_id, turn_status = turn
+            reply = await self._jobs.reply_of_turn(turn_id)
+            if turn_status == TurnStatus.OK and reply is not None:
+                status, error = await self._record_sent(run.id, reply[0], turn_id, None)
+            elif turn_status == TurnStatus.OK:
+                status, error = JobRunStatus.QUIET, None
+                await self._jobs.finish_run(run.id, status=status, turn_id=turn_id)
+            elif await self._jobs.tools_run_in(turn_id) == 0 and reply is None:
+                await self._jobs.release_run(run.id)  # it did nothing yet: run it again
+                log.info("scheduler.run_released")
+                return
+            else:  # it may have acted: never run twice; the user was told what completed
+                status, error = JobRunStatus.INTERRUPTED, "the process stopped during the run"
+                await self._jobs.finish_run(run.id, status=status, turn_id=turn_id, error=error)
+            log.info("scheduler.run_settled", status=str(status))
+        if job.next_run_at == run.scheduled_for:
+            await self._advance(job, run.scheduled_for, status, error)
+
+    async def _catch_up(self) -> None:
+        """What fell due while Bruce was down: fired once (coalesced) within the grace;
+        a one-off beyond it is missed and the user told once."""
+        now = self._clock.now()
+        grace = timedelta(seconds=self._settings.misfire_grace_s)
+        for job in await self._jobs.active():
+            if job.next_run_at is None or parse_iso(job.next_run_at) > now:
+                continue
+            with structlog.contextvars.bound_contextvars(job=job.id):
+                schedule = self._book.schedule_of(job)
+                due = parse_iso(job.next_run_at)
+                if not schedule.recurring:
+                    if now - due > grace:
+                        await self._missed(job, due, now)
+                    continue  # within the grace: armed as due, it fires at once
+                latest = _latest_within(schedule, due, now, grace)
+                if latest is None:  # every missed run is beyond the grace: on to the next one
+                    nxt = schedule.next_after(now)
+                    await self._jobs.claim_run(job.id, job.next_run_at, lateness_ms=_ms(now - due),
+                                               status=JobRunStatus.MISSED, error="due while Bruce was not running")
+                    await self._jobs.update(job.id, expect=("active",), next_run_at=utc_iso(nxt) if nxt else None)
+                    log.info("scheduler.missed_runs_skipped", next_run_at=utc_iso(nxt) if nxt else None)
+                elif latest != due:
+                    await self._jobs.update(job.id, expect=("active",), next_run_at=utc_iso(latest))
+                    log.info("scheduler.missed_runs_coalesced", first=job.next_run_at, firing=utc_iso(latest))
+
+    async def _missed(self, job: JobRecord, due: datetime, now: datetime) -> None:
+        claimed = await self._jobs.claim_run(job.id, job.next_run_at or utc_iso(due), lateness_ms=_ms(now - due),
+                                             status=JobRunStatus.MISSED, error="due while Bruce was not running")
+        if not await self._jobs.update(job.id, expect=("active",), status=JobStatus.MISSED, next_run_at=None):
+            return
+        if claimed is not None:  # told once: the claim is unique
+            when = local_text(due, self._book.schedule_of(job).zone)
+            await self._notices.post(job.conversation_id, job_missed(job.content, when, job.execution_mode),
+                                     kind=MessageKind.NOTICE)
+        log.warning("scheduler.job_missed", late_s=int((now - due).total_seconds()))
+
+
+def _latest_within(schedule: Schedule, due: datetime, now: datetime, grace: timedelta) -> datetime | None:
+    """The last run at or before ``now`` and no older than the grace (None: there is none)."""
+    start = max(due, now - grace)
+    found = due if due >= now - grace else None
+    cursor = start
+    for _ in range(100_000):  # runs at least a minute apart over at most the grace (30 days max)
+        nxt = schedule.next_after(cursor)
+        if nxt is None or nxt > now:
+            break
+        found, cursor = nxt, nxt
+    return found
+
+
+def _ms(delta: timedelta) -> int:
+    return int(delta.total_seconds() * 1000)

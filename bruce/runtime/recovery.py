@@ -1,0 +1,88 @@
+"""What a previous process left: closed or finished at start-up, before anything new happens.
+
+- Turns left ``running`` (chat, summary, confirmation, proactive) are closed as ``interrupted``.
+- Approved actions left ``running`` are closed as failed (we cannot know whether they ran) and
+  the user is told; done before the channels start, so an approval of this run can never be
+  mistaken for one of them.
+- Messages left ``pending``: answered again if nothing acted in their turn; if a tool had
+  already acted, the user is told what completed instead (answering again could act twice);
+  older than ``max_age_s``, the user gets an apology instead of a late answer.
+Unsent replies are the outbox's (``Outbox.resend_all``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import timedelta
+from zoneinfo import ZoneInfo
+
+import structlog
+
+from bruce.actions.confirmations import Confirmations
+from bruce.clock import Clock, parse_iso
+from bruce.runtime.outbox import Outbox
+from bruce.store import ActedTool, Store, StoredMessage
+from bruce.texts import expired_while_offline, interrupted_action, interrupted_by_crash
+from bruce.values import ConversationId, Direction, MessageKind, MessageStatus, ToolStatus
+
+__all__ = ["Recovery"]
+
+log = structlog.get_logger(__name__)
+
+
+class Recovery:
+    def __init__(self, *, store: Store, confirmations: Confirmations, outbox: Outbox, clock: Clock, zone: ZoneInfo,
+                 served: Collection[str], max_age_s: float) -> None:
+        self._messages = store.messages
+        self._confirmations = confirmations
+        self._outbox = outbox
+        self._clock = clock
+        self._zone = zone
+        self._served = served
+        self._max_age = timedelta(seconds=max_age_s)
+
+    async def close_interrupted_actions(self) -> None:
+        """Turns and approved actions the previous process left running: closed (turns as
+        ``interrupted``), the user told of the actions (the notice is sent once the outbox runs)."""
+        closed = await self._messages.interrupt_open_turns(self._served, error="the process stopped during the turn")
+        if closed:
+            log.info("recovery.turns_interrupted", turns=closed)
+        for action in await self._confirmations.interrupted(self._served):
+            await self._messages.add_outbound(action.conversation_id, interrupted_action(action.id, action.tool_name),
+                                              turn_id=None, kind=MessageKind.NOTICE)
+
+    async def unanswered(self, *, up_to_id: int) -> list[StoredMessage]:
+        """Close what cannot be answered again; return the pending messages to answer now."""
+        now = self._clock.now()
+        to_answer = []
+        for message in await self._messages.with_status(Direction.IN, MessageStatus.PENDING, up_to_id=up_to_id):
+            if ConversationId.parse(message.conversation_id).channel not in self._served:
+                log.info("recovery.channel_off", message_id=message.id)
+                continue
+            acted = await self._messages.actions_for_message(message.id)
+            if acted:
+                await self.close_interrupted(message, acted)
+            elif now - parse_iso(message.created_at) > self._max_age:
+                await self._expire(message)
+            else:
+                log.info("recovery.process", message_id=message.id)
+                to_answer.append(message)
+        return to_answer
+
+    async def _expire(self, message: StoredMessage) -> None:
+        local = parse_iso(message.created_at).astimezone(self._zone)
+        notice = expired_while_offline(f"{local:%Y-%m-%d %H:%M}", message.text)
+        log.info("recovery.expired", message_id=message.id)
+        await self._outbox.post(message.conversation_id, notice, kind=MessageKind.NOTICE, inbound_id=message.id,
+                                inbound_status=MessageStatus.EXPIRED)
+
+    async def close_interrupted(self, message: StoredMessage, acted: list[ActedTool]) -> None:
+        """A crash (or a failed database) cut off a turn after tools had acted: answering again
+        could act twice, so tell the user what happened instead."""
+        done = [a.tool_name for a in acted if a.status is ToolStatus.OK]
+        waiting = [a.confirmation_id for a in acted
+                   if a.status is ToolStatus.AWAITING_CONFIRMATION and a.confirmation_id]
+        await self._messages.interrupt_turns_of(message.id, error="interrupted by a crash")
+        log.info("recovery.interrupted_turn", message_id=message.id, actions=len(acted))
+        await self._outbox.post(message.conversation_id, interrupted_by_crash(message.text, done, waiting),
+                                kind=MessageKind.NOTICE, inbound_id=message.id, inbound_status=MessageStatus.FAILED)

@@ -1,0 +1,368 @@
+"""The worker: admission, and the one owner of the daemon's tasks.
+
+For each ``IncomingMessage``: admission (``bruce.runtime.access``: strangers cost no model call and
+no stored message; in a private chat they may be told how to pair), store it as pending,
+then start its turn (``Conversations``: one conversation at a time, different conversations
+concurrently). The worker also owns the background work: folding old history into summaries,
+running locally approved actions, re-sending unsent replies; and the drain at shutdown.
+It is the ``Inbound`` a channel is started with (``deliver``, ``decide``), and the door the
+scheduler uses (``run_proactive``, ``post``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from zoneinfo import ZoneInfo
+
+import structlog
+
+from bruce.actions.confirmations import Confirmations, PendingAction
+from bruce.channel import DecisionReport, IncomingMessage, LocalDecision
+from bruce.clock import Clock, utc_iso
+from bruce.errors import ShuttingDown, StoreError
+from bruce.limits import Admission, RateLimiter
+from bruce.runtime.access import Access
+from bruce.runtime.outbox import Outbox
+from bruce.runtime.recovery import Recovery
+from bruce.runtime.summarizer import fold_history
+from bruce.store import Store
+from bruce.texts import approval_arrived_late, decision_text, message_too_long, rate_limited
+from bruce.turns.agent_loop import LLM
+from bruce.turns.commands import CommandName, parse_command
+from bruce.turns.conversations import Conversations, TurnOutcome
+from bruce.turns.scope import ToolFilter
+from bruce.values import ConversationId, DecisionOutcome, MessageKind, MessageStatus, TurnSource
+
+__all__ = ["Worker", "WorkerSettings"]
+
+log = structlog.get_logger(__name__)
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    max_message_chars: int = 16000
+    approval_poll_s: float = 2.0
+    history_limit: int = 15
+    summary_batch: int = 8
+    summary_model: str | None = None  # None: the chat model (and its fallbacks)
+    store_retries: int = 4  # a message whose turn failed on the database is tried again this often
+    store_backoff_s: float = 1.0
+
+
+class Worker:
+    def __init__(
+        self, *, store: Store, llm: LLM, clock: Clock, conversations: Conversations, outbox: Outbox,
+        recovery: Recovery, confirmations: Confirmations, served: Mapping[str, object], settings: WorkerSettings,
+        access: Access, limiter: RateLimiter | None = None, zone: ZoneInfo | None = None,
+    ) -> None:
+        self._limiter = limiter
+        self._zone = zone or ZoneInfo("UTC")
+        self.on_jobs_changed: Callable[[], Awaitable[None]] = _nothing  # the scheduler's sync (app wiring)
+        self.on_mcp_status: Callable[[], list[dict[str, Any]]] = list  # the MCP bridge's status (app wiring)
+        self.on_answered: Callable[[str, int], None] = lambda cid, message_id: None  # memory's extraction (app wiring)
+        self._store = store
+        self._clock = clock
+        self._llm = llm
+        self.conversations = conversations
+        self._outbox = outbox
+        self._recovery = recovery
+        self._confirmations = confirmations
+        self._served = served
+        self._settings = settings
+        self._access = access
+        self._turns: set[asyncio.Task[Any]] = set()
+        self._loops: list[asyncio.Task[None]] = []
+        self._background: dict[str, asyncio.Task[bool]] = {}
+        self._accepting = True
+        self._approvals_due = asyncio.Event()  # a local approval arrived: claim it now, not at the next poll
+
+    # inbound ---------------------------------------------------------------------------
+
+    async def is_allowed(self, channel: str, sender_id: str) -> bool:
+        """In the channel's allow-list, or paired (``bruce.runtime.access``). May read the database."""
+        return await self._access.admits(channel, sender_id)
+
+    async def deliver(self, message: IncomingMessage) -> Awaitable[None] | None:
+        """Store the message and start its turn. Returns the turn's task (await it to know the
+        reply was sent), or None when the message was refused or already handled. Raises
+        ``StoreError`` when the message could not be stored: the channel keeps it (does not
+        acknowledge the platform's update, or tries again) and tells the user."""
+        if not await self.is_allowed(message.channel, message.sender_id):
+            log.warning("access.denied", channel=message.channel, sender=message.sender_id)
+            if message.private and self._accepting:  # a pairing code or a refusal, never in a group
+                self._spawn(self._access.answer_stranger(message), f"stranger:{message.channel}")
+            return None
+        cid = message.conversation_id
+        await self._store.messages.ensure_conversation(cid, message.channel, message.chat_id)
+        if not message.text.strip():
+            return None
+        limit = self._settings.max_message_chars
+        if len(message.text) > limit:
+            log.info("worker.message_too_long", conversation=cid, chars=len(message.text))
+            await self._store.messages.add_outbound(cid, message_too_long(len(message.text), limit), turn_id=None,
+                                                    kind=MessageKind.NOTICE)
+            self._spawn(self._outbox.flush(cid), f"outbox:{cid}")  # the channel is not kept waiting
+            return None
+        admission = self._admit(message)
+        message_id, is_new = await self._store.messages.add_inbound(
+            cid, sender_id=message.sender_id, text=message.text, platform_message_id=message.platform_message_id,
+            received_at=utc_iso(message.timestamp),
+            status=MessageStatus.PENDING if admission is None or admission.admitted else MessageStatus.RATE_LIMITED,
+        )
+        if not is_new:
+            if admission is not None and self._limiter is not None:
+                self._limiter.give_back(admission)
+            log.info("worker.duplicate_ignored", conversation=cid, message_id=message_id)
+            return None
+        if admission is not None and not admission.admitted:
+            log.warning("worker.rate_limited", conversation=cid, sender=message.sender_id, message_id=message_id,
+                        retry_at=utc_iso(admission.retry_at) if admission.retry_at else None)
+            if admission.notify and admission.retry_at is not None:
+                await self._store.messages.add_outbound(cid, rate_limited(admission.retry_at, self._zone),
+                                                        turn_id=None, kind=MessageKind.NOTICE)
+                self._spawn(self._outbox.flush(cid), f"outbox:{cid}")
+            return None
+        if not self._accepting:  # shutting down: kept pending, answered at the next start
+            log.info("worker.deferred_until_restart", conversation=cid, message_id=message_id)
+            return None
+        return self._spawn(self._process(cid, message_id, message.sender_id), f"turn:{cid}")
+
+    def _admit(self, message: IncomingMessage) -> Admission | None:
+        """The rate limits (``bruce.limits``); None: not counted (no limiter, or an approval)."""
+        if self._limiter is None:
+            return None
+        command = parse_command(message.text)
+        if command is not None and command.name in (CommandName.APPROVE, CommandName.DENY):
+            return None  # deciding on a request is never throttled
+        keys = (f"sender:{message.channel}:{message.sender_id}", f"conversation:{message.conversation_id}")
+        return self._limiter.take(keys, self._clock.now())
+
+    async def decide(self, conversation_id: str, user_id: str, confirmation_id: str, approve: bool) -> DecisionReport:
+        """A button press (Telegram callback, Discord interaction, web chat) on a pending request.
+        An approved action runs in the background, in its conversation's order; its report
+        follows in the conversation."""
+        if not await self.is_allowed(ConversationId.parse(conversation_id).channel, user_id):
+            log.warning("access.denied", conversation=conversation_id, sender=user_id)
+            return DecisionReport(DecisionOutcome.WRONG_USER, "You are not allowed to decide on this request.")
+        if not self._accepting:
+            text = decision_text(DecisionOutcome.UNAVAILABLE, confirmation_id[:16], None, None)
+            return DecisionReport(DecisionOutcome.UNAVAILABLE, text)
+        report, action = await self.conversations.decide(conversation_id, user_id, confirmation_id, approve)
+        if action is not None:
+            self._spawn(self._run_approved(action, user_id), f"approved:{action.id}")
+        elif report.outcome is DecisionOutcome.DENIED:
+            self._spawn(self._outbox.flush(conversation_id), f"outbox:{conversation_id}")
+        return report
+
+    async def decide_locally(self, confirmation_id: str, approve: bool) -> LocalDecision:
+        """The owner's decision from the machine (``bruce approve`` over the console socket):
+        the same decision as from the database (``Confirmations.decide_locally``), run at once
+        when this process serves the request's conversation."""
+        decision = await self._confirmations.decide_locally(confirmation_id.lower(), approve=approve)
+        action = decision.action
+        if action is None:
+            return LocalDecision(decision.outcome)
+        runs_here = (decision.outcome is DecisionOutcome.QUEUED and self._accepting  # (stopping: at the next start)
+                     and ConversationId.parse(action.conversation_id).channel in self._served)
+        if runs_here:
+            self._approvals_due.set()
+        log.info("confirmation.decided_locally", confirmation=action.id, outcome=str(decision.outcome))
+        return LocalDecision(decision.outcome, action.tool_name, action.conversation_id, str(action.status), runs_here)
+
+    def health(self) -> dict[str, str | None]:
+        """Each channel served, with the time it last received from its platform (ISO, UTC),
+        where the channel keeps one (``last_receive``; None: nothing received yet)."""
+        found: dict[str, str | None] = {}
+        for name, channel in self._served.items():
+            if hasattr(channel, "last_receive"):
+                when = channel.last_receive
+                found[name] = utc_iso(when) if when is not None else None
+        return found
+
+    def mcp_status(self) -> list[dict[str, Any]]:
+        """Each MCP server's state, last error and tools (``bruce mcp status``)."""
+        return self.on_mcp_status()
+
+    async def jobs_changed(self) -> None:
+        """``bruce jobs`` changed the table (over the console socket): the scheduler re-reads it now.
+        A read that fails (a locked database) is logged: the scheduler's own sync picks the change
+        up within ``sync_interval_s``, and the terminal still gets its answer."""
+        try:
+            await self.on_jobs_changed()
+        except Exception:
+            log.exception("scheduler.sync_failed", source="bruce jobs")
+
+    async def resend(self, conversation_id: str) -> None:
+        """Send what is stored and unsent for the conversation (a terminal attached again)."""
+        self._spawn(self._outbox.flush(conversation_id), f"outbox:{conversation_id}")
+
+    # the scheduler's doors -------------------------------------------------------------
+
+    async def run_proactive(
+        self, conversation_id: str, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,
+        job_id: str | None = None, tools: ToolFilter | None = None, quiet_token: str | None = None,
+    ) -> TurnOutcome:
+        """A turn without a message (see ``Conversations.run_proactive``), owned like a chat
+        turn: drained or cancelled at shutdown. Raises ``ShuttingDown`` once stopping."""
+        work = self.conversations.run_proactive(conversation_id, prompt, source=source, job_id=job_id, tools=tools,
+                                                quiet_token=quiet_token)
+        return await self._owned(work, f"proactive:{conversation_id}")
+
+    async def post(self, conversation_id: str, text: str) -> int:
+        """Store and send a text with no model call. Raises ``ShuttingDown`` once stopping."""
+        return await self._owned(self.conversations.post(conversation_id, text), f"post:{conversation_id}")
+
+    # tasks -----------------------------------------------------------------------------
+
+    def _spawn(self, work: Coroutine[Any, Any, _T], name: str) -> asyncio.Task[_T]:
+        task = asyncio.create_task(work, name=name)
+        self._turns.add(task)
+        task.add_done_callback(self._turns.discard)
+        return task
+
+    async def _owned(self, work: Coroutine[Any, Any, _T], name: str) -> _T:
+        if not self._accepting:
+            work.close()
+            raise ShuttingDown("Bruce is shutting down; nothing was started")
+        return await self._spawn(work, name)
+
+    async def _process(self, conversation_id: str, message_id: int, sender_id: str | None) -> None:
+        """Handle one stored message. A database failure (locked past the busy timeout, disk
+        full) is tried again with backoff; a retry never redoes a tool that already acted: such
+        a message is closed with what completed, as after a crash."""
+        s = self._settings
+        for attempt in range(s.store_retries + 1):
+            try:
+                async with self.conversations.lock(conversation_id):
+                    await self._handle(message_id, sender_id, retry=attempt > 0)
+                self.on_answered(conversation_id, message_id)
+                break
+            except StoreError as exc:
+                log.warning("worker.store_failed", conversation=conversation_id, message_id=message_id,
+                            attempt=attempt + 1, error=str(exc))
+                if attempt == s.store_retries:  # still pending: answered at the next start
+                    log.error("worker.process_failed", conversation=conversation_id, message_id=message_id)
+                    return
+                await self._clock.sleep(min(s.store_backoff_s * 2.0**attempt, 30.0))
+            except Exception:  # the message stays pending and is retried at the next start
+                log.exception("worker.process_failed", conversation=conversation_id, message_id=message_id)
+                return
+        self._maybe_fold(conversation_id)
+
+    async def _handle(self, message_id: int, sender_id: str | None, *, retry: bool) -> None:
+        stored = await self._store.messages.get(message_id)
+        if stored is None or stored.status is not MessageStatus.PENDING:
+            return
+        if retry:
+            await self._store.messages.interrupt_turns_of(message_id, error="the database failed during the turn")
+            acted = await self._store.messages.actions_for_message(message_id)
+            if acted:
+                await self._recovery.close_interrupted(stored, acted)
+                return
+        command = parse_command(stored.text)
+        if command is not None:
+            await self.conversations.handle_command(stored, command, sender_id)
+        else:
+            await self.conversations.answer(stored, sender_id)
+
+    async def _run_approved(self, action: PendingAction, user_id: str | None) -> None:
+        try:
+            await self.conversations.run_approved(action, user_id)
+        except Exception:  # left 'running': reported as interrupted at the next start
+            log.exception("approvals.run_failed", confirmation=action.id)
+
+    async def _watch_approvals(self) -> None:
+        """Run what the owner approved on the machine (``bruce approve``)."""
+        while True:
+            try:
+                for late in await self._confirmations.expire_late(self._served.keys()):
+                    log.info("confirmation.expired_before_running", confirmation=late.id)
+                    await self._outbox.post(late.conversation_id, approval_arrived_late(late.id, late.tool_name),
+                                            kind=MessageKind.NOTICE)
+                for action in await self._confirmations.claim_queued(self._served.keys()):
+                    self._spawn(self._run_approved(action, action.user_id), f"approved:{action.id}")
+            except Exception:
+                log.exception("approvals.watch_failed")
+            try:
+                await asyncio.wait_for(self._approvals_due.wait(), self._settings.approval_poll_s)
+            except TimeoutError:
+                pass
+            self._approvals_due.clear()
+
+    async def _resend_unsent(self) -> None:
+        while True:
+            await asyncio.sleep(self._outbox.resend_interval_s)
+            try:
+                await self._outbox.resend_all()
+            except Exception:
+                log.exception("outbox.resend_failed")
+
+    def _maybe_fold(self, conversation_id: str) -> None:
+        running = self._background.get(conversation_id)
+        if running is not None and not running.done():
+            return
+        s = self._settings
+        task = asyncio.create_task(
+            # keep one fewer than the history limit: the next turn's history is its new message plus
+            # these, so every message is either in the summary or in the history, never in neither
+            fold_history(self._store, self._llm, conversation_id, keep_last=s.history_limit - 1,
+                         batch=s.summary_batch, model=s.summary_model),
+            name=f"summary:{conversation_id}",
+        )
+        self._background[conversation_id] = task
+        task.add_done_callback(_summary_done)
+
+    # start-up and shutdown -----------------------------------------------------------
+
+    async def close_interrupted_actions(self) -> None:
+        await self._recovery.close_interrupted_actions()
+
+    async def recover(self, *, up_to_id: int) -> None:
+        """Finish what the previous process left (messages with id <= ``up_to_id``), send what
+        it left unsent, then start the background loops."""
+        await self._outbox.resend_all()
+        for message in await self._recovery.unanswered(up_to_id=up_to_id):
+            self._spawn(self._process(message.conversation_id, message.id, message.sender_id),
+                        f"turn:{message.conversation_id}")
+        if not self._loops:
+            self._loops = [asyncio.create_task(self._watch_approvals(), name="approvals"),
+                           asyncio.create_task(self._resend_unsent(), name="outbox")]
+
+    async def wait_idle(self) -> None:
+        """Wait until every turn in flight and every background summary has finished."""
+        while self._turns or any(not t.done() for t in self._background.values()):
+            await asyncio.gather(*self._turns, *self._background.values(), return_exceptions=True)
+
+    async def close(self, timeout_s: float) -> None:
+        """Stop taking messages, let in-flight turns finish for up to ``timeout_s``, cancel the
+        rest (their messages stay pending and are recovered at the next start)."""
+        self._accepting = False
+        for loop in self._loops:
+            loop.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        pending = set(self._turns)
+        if pending:
+            log.info("worker.draining", turns=len(pending))
+            _, still = await asyncio.wait(pending, timeout=timeout_s)
+            for task in still:
+                task.cancel()
+            if still:
+                log.warning("worker.cancelled_turns", turns=len(still))
+                await asyncio.gather(*still, return_exceptions=True)
+        for summary in self._background.values():
+            summary.cancel()
+        await asyncio.gather(*self._background.values(), return_exceptions=True)
+
+
+async def _nothing() -> None:
+    return None
+
+
+def _summary_done(task: asyncio.Task[bool]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("summary.crashed", error=type(task.exception()).__name__)

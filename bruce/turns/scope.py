@@ -1,0 +1,56 @@
+"""TurnScope: the bookkeeping one turn carries through the loop, the LLM service and the registry."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bruce.channel import ConfirmationRequest
+from bruce.contracts import ToolContract, ToolResult
+from bruce.turns.progress import NO_PROGRESS, Progress
+from bruce.turns.prompt import ScheduledRun
+from bruce.values import ToolStatus, TurnSource
+
+__all__ = ["TurnScope", "ToolFilter", "new_turn_id"]
+
+ToolFilter = Callable[[ToolContract], bool]  # which tools a turn may see and run
+
+
+def new_turn_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(slots=True)
+class TurnScope:
+    turn_id: str
+    conversation_id: str
+    user_id: str | None
+    source: TurnSource = TurnSource.CHAT
+    unattended: bool = False  # nobody to ask: tools that need approval are skipped, never parked
+    confirmed_by_caller: bool = False  # a trusted MCP client asked its own user (step-up still refused)
+    tool_filter: ToolFilter | None = None
+    scheduled: ScheduledRun | None = None  # a proactive job's run
+    progress: Progress = NO_PROGRESS
+    _llm_seq: int = 0
+    confirmations: list[ConfirmationRequest] = field(default_factory=list)
+    results: list[ToolResult] = field(default_factory=list)  # every tool call of the turn, by contract name
+
+    def allows(self, contract: ToolContract) -> bool:
+        return self.tool_filter is None or self.tool_filter(contract)
+
+    def completed_actions(self) -> list[str]:
+        """Names of tools that succeeded this turn (what the user must hear about if the turn fails)."""
+        return [r.name for r in self.results
+                if r.ok and not (isinstance(r.output, dict) and r.output.get("dry_run") is True)]
+
+    def skipped_actions(self) -> list[str]:
+        return [r.name for r in self.results if r.status is ToolStatus.SKIPPED]
+
+    def next_llm_seq(self) -> int:
+        self._llm_seq += 1
+        return self._llm_seq
+
+    @property
+    def llm_calls(self) -> int:
+        return self._llm_seq
