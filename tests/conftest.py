@@ -45,7 +45,7 @@ def make_config(tmp_path: Path, fake_llm: FakeLLMServer) -> Callable[..., Config
                     "num_retries": 2, "retry_backoff_s": 0, "timeout_s": 5},
             "storage": {"path": str(tmp_path / "bruce.db")},
             "tools": {"timeout_s": 1},
-            "memory": {"enabled": False},  # on, it adds a background model call after each turn (tests/test_memory.py)
+            "memory": {"enabled": False},  # on, it adds a background model call after each turn (tests/memory/test_long_term.py)
         }
         for key, value in sections.items():
             data[key] = {**data.get(key, {}), **value}

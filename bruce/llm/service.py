@@ -126,7 +126,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 # What litellm says when a 200 carried no completion: it raises a 500 of its own making, with no
-# HTTP status underneath (pinned by tests/test_llm.py against the fake server).
+# HTTP status underneath (pinned by tests/llm/test_service.py against the fake server).
 _MALFORMED_TEXT = (
     ("provider returned a response with no 'choices'", "no choices"),
     ("provider returned 'choices' that is not a list", "no choices"),

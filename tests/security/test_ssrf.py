@@ -18,7 +18,7 @@ import pytest
 from aiohttp import web
 
 from bruce.errors import ToolFailed
-from tests.test_web import LocalServer
+from tests.tools.test_web import LocalServer
 from tools.netguard import resolve_and_check
 from tools.web import read_url
 
