@@ -168,7 +168,7 @@ async def serve_mcp(config: Config, *, transport: str, port: int, redactor: Reda
         confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
         jobs = JobBook(store=store, clock=clock, zone=config.assistant.zone,
                        dedup_window_s=config.scheduler.dedup_window_s)
-        jobs.changed = tell_daemon
+        jobs.subscribe(tell_daemon)
         registry = await _registry(config, store, clock, redactor, confirmations, jobs)
         conversation = await _mcp_conversation(config, store)
         server = serve.build_server(registry, trusted=config.mcp_serve.trusted, conversation_id=conversation)

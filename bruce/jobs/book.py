@@ -70,7 +70,23 @@ class JobBook:
         self._clock = clock
         self._zone = zone
         self._dedup_window = timedelta(seconds=dedup_window_s)
-        self.changed: Callable[[str], None] = lambda job_id: None  # the scheduler listens (``Scheduler.start``)
+        self._listeners: list[Callable[[str], None]] = []  # the scheduler's, once it runs (``Scheduler.start``)
+
+    def subscribe(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``listener(job_id)`` after each stored change of a job (made, paused, resumed,
+        rescheduled, cancelled); returns the function that stops it. Listeners are called in the
+        order they subscribed."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def _changed(self, job_id: str) -> None:
+        for listener in list(self._listeners):
+            listener(job_id)
 
     async def create(self, conversation_id: str, args: dict[str, Any]) -> JobView:
         """A new job for this conversation, or the same one made in the last ten minutes."""
@@ -91,7 +107,7 @@ class JobBook:
         await self._messages.ensure_conversation(conversation_id, where.channel, where.chat_id)
         stored, created = await self._jobs.create(job, dedup_since=utc_iso(now - self._dedup_window))
         if created:
-            self.changed(stored.id)
+            self._changed(stored.id)
         return JobView(stored, created)
 
     async def list(self, conversation_id: str) -> list[JobView]:
@@ -170,7 +186,7 @@ class JobBook:
                       **changes: Any) -> JobView:
         if not await self._jobs.update(job.id, expect=tuple(str(s) for s in expect), **changes):
             raise JobError(f"job {job.id} changed meanwhile; look at proactive_list and try again")
-        self.changed(job.id)
+        self._changed(job.id)
         fresh = await self._jobs.get(job.id)
         return JobView(fresh if fresh is not None else replace(job, **changes))
 

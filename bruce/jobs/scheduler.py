@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -101,6 +102,7 @@ class Scheduler:
         self._sync_task: asyncio.Task[None] | None = None
         self._changes: set[str] = set()
         self._change_task: asyncio.Task[None] | None = None
+        self._unsubscribe: Callable[[], None] | None = None  # from the book's changes, while running
         self.running = False
 
     # start and stop ----------------------------------------------------------------------
@@ -134,14 +136,17 @@ class Scheduler:
         self.running = True
         await self.sync()  # armed before the timer starts: APScheduler takes them in one go
         self._timer.start()
-        self._book.changed = self._changed
+        if self._unsubscribe is None:
+            self._unsubscribe = self._book.subscribe(self._changed)
         self._sync_task = asyncio.create_task(self._sync_loop(), name="scheduler.sync")
         log.info("scheduler.started", jobs=len(self._armed) + len(self._firing))
 
     async def stop(self) -> None:
         """No new firing; runs in flight finish with the worker's drain (``Worker.close``)."""
         self.running = False
-        self._book.changed = lambda job_id: None
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
         for task in (self._sync_task, self._change_task):  # (the sync task may be the wait for the lock)
             if task is not None:
                 task.cancel()
