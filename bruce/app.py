@@ -401,9 +401,14 @@ async def build_app(
     redactor: Redactor | None = None,
     extra_channels: list[Channel] | None = None,
     fire_jobs: bool = True,
+    extract_memory: bool = True,
+    shares_tool_workers: bool = False,
 ) -> App:
     """``fire_jobs``: run the scheduler (``bruce run``); an in-process ``bruce chat`` does not, so
-    it never holds the scheduler lock a daemon started beside it needs."""
+    it never holds the scheduler lock a daemon started beside it needs. ``extract_memory``: after
+    each answered message, long-term memory learns from it in the background (a model call);
+    ``bruce eval`` turns it off for the cases that do not test it. ``shares_tool_workers``: see
+    ``App.shares_tool_workers``."""
     clock = clock or SystemClock()
     environ = os.environ if environ is None else environ
     redactor = redactor or Redactor(config.secrets())
@@ -413,18 +418,19 @@ async def build_app(
         preload()  # the SDK imports in a thread while the rest is built
     store = await Store.open(config.storage.path, clock, busy_timeout_ms=config.storage.busy_timeout_ms)
     try:
-        return await _assemble(config, store, clock, environ, redactor, extra_channels or [], fire_jobs)
+        return await _assemble(config, store, clock, environ, redactor, extra_channels or [], fire_jobs=fire_jobs,
+                               extract_memory=extract_memory, shares_tool_workers=shares_tool_workers)
     except BaseException:  # an open database keeps a thread alive: never leave one behind
         await store.close()
         raise
 
 
 async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping[str, str], redactor: Redactor,
-                    extra_channels: list[Channel], fire_jobs: bool = True) -> App:
-    llm = LLMService(config.llm, store=store, clock=clock, environ=environ)
+                    extra_channels: list[Channel], *, fire_jobs: bool, extract_memory: bool,
+                    shares_tool_workers: bool) -> App:
     budget = Budget(store=store, clock=clock, zone=config.assistant.zone, daily_usd=config.llm.budget.daily_usd,
                     daily_tokens=config.llm.budget.daily_tokens)
-    llm.budget = budget if budget.enabled else None
+    llm = LLMService(config.llm, store=store, clock=clock, environ=environ, budget=budget if budget.enabled else None)
     confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
     jobs = JobBook(store=store, clock=clock, zone=config.assistant.zone,
                    dedup_window_s=config.scheduler.dedup_window_s)
@@ -461,7 +467,7 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
         confirmations=confirmations, served=channels,
         access=Access(store=store, clock=clock, rules=_access_rules(c.sections()), channels=channels),
         limiter=RateLimiter(per_minute=config.limits.messages_per_minute, per_hour=config.limits.messages_per_hour),
-        zone=a.zone,
+        zone=a.zone, on_answered=memory.after_message if extract_memory else None,
         settings=WorkerSettings(max_message_chars=a.max_message_chars, approval_poll_s=config.tools.approval_poll_s,
                                 history_limit=a.history_limit, summary_batch=a.summary_batch,
                                 summary_model=config.llm.summary_model),
@@ -473,9 +479,8 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
                               settings=SchedulerSettings(misfire_grace_s=s.misfire_grace_s, max_failures=s.max_failures,
                                                          lock_path=Path(f"{config.storage.path}.scheduler.lock")))
         worker.on_jobs_changed = scheduler.sync
-    worker.on_answered = memory.after_message
     app = App(config=config, clock=clock, store=store, llm=llm, registry=registry, worker=worker, outbox=outbox,
-              jobs=jobs, scheduler=scheduler, channels=channels, memory=memory)
+              jobs=jobs, scheduler=scheduler, channels=channels, memory=memory, shares_tool_workers=shares_tool_workers)
     if config.mcp_servers:
         app.mcp = await connect_mcp(config, registry, clock)
         worker.on_mcp_status = app.mcp.status

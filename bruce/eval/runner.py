@@ -225,10 +225,9 @@ async def play_case(case: Case, base: Config, settings: RunSettings, *, number: 
                                  timezone=case.spec.setup.timezone)
             channel = CaptureChannel()
             app = await build_app(config, clock=clock, environ=os.environ if settings.environ is None
-                                  else settings.environ, extra_channels=[channel], fire_jobs=False)
-            app.shares_tool_workers = True
-            if not case.spec.setup.extract_memory:
-                app.worker.on_answered = lambda conversation_id, message_id: None  # no background model call
+                                  else settings.environ, extra_channels=[channel], fire_jobs=False,
+                                  extract_memory=case.spec.setup.extract_memory,  # off: no background model call
+                                  shares_tool_workers=True)
             try:
                 await app.start()
                 turns, checks = await _converse(app, channel, case, pages, config.llm.turn_deadline_s + TURN_GRACE_S)

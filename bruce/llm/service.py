@@ -283,12 +283,14 @@ class LLMService:
         store: Store,
         clock: Clock,
         environ: Mapping[str, str] | None = None,
+        budget: Budget | None = None,
     ) -> None:
+        """``budget``: the daily budget background calls (summaries, memory) stop at; None: no limit."""
         self._config = config
         self._store = store
         self._clock = clock
         self._environ = os.environ if environ is None else environ
-        self.budget: Budget | None = None  # the daily budget (app wiring); None: no limit
+        self.budget = budget
         self._circuits: dict[tuple[str | None, str], _Circuit] = {}
         self._spent: OrderedDict[str, float] = OrderedDict()  # turn id -> seconds spent waiting on models
 

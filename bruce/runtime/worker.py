@@ -59,12 +59,15 @@ class Worker:
         self, *, store: Store, llm: LLM, clock: Clock, conversations: Conversations, outbox: Outbox,
         recovery: Recovery, confirmations: Confirmations, served: Mapping[str, object], settings: WorkerSettings,
         access: Access, limiter: RateLimiter | None = None, zone: ZoneInfo | None = None,
+        on_answered: Callable[[str, int], None] | None = None,
     ) -> None:
+        """``on_answered(conversation_id, message_id)``: told after each message's turn (long-term
+        memory's extraction); None: nobody is."""
         self._limiter = limiter
         self._zone = zone or ZoneInfo("UTC")
         self.on_jobs_changed: Callable[[], Awaitable[None]] = _nothing  # the scheduler's sync (app wiring)
         self.on_mcp_status: Callable[[], list[dict[str, Any]]] = list  # the MCP bridge's status (app wiring)
-        self.on_answered: Callable[[str, int], None] = lambda cid, message_id: None  # memory's extraction (app wiring)
+        self._on_answered = on_answered
         self._store = store
         self._clock = clock
         self._llm = llm
@@ -240,7 +243,8 @@ class Worker:
             try:
                 async with self.conversations.lock(conversation_id):
                     await self._handle(message_id, sender_id, retry=attempt > 0)
-                self.on_answered(conversation_id, message_id)
+                if self._on_answered is not None:
+                    self._on_answered(conversation_id, message_id)
                 break
             except StoreError as exc:
                 log.warning("worker.store_failed", conversation=conversation_id, message_id=message_id,
