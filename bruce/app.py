@@ -21,7 +21,7 @@ import structlog
 from bruce.actions.approvals import ApprovalDesk
 from bruce.actions.confirmations import Confirmations
 from bruce.actions.registry import ToolRegistry
-from bruce.channel import Channel, LocalDecision
+from bruce.channel import Channel, LocalDecision, OperatorChannel
 from bruce.clock import Clock, SystemClock
 from bruce.config.schema import ChannelSection, Config
 from bruce.contracts import ToolContract, ToolHandler
@@ -34,6 +34,7 @@ from bruce.llm.service import LLMService
 from bruce.log import Redactor
 from bruce.memory.long_term import Memory, MemorySettings
 from bruce.runtime.access import Access, AccessRule
+from bruce.runtime.control import Control
 from bruce.runtime.event_loop import running_loop_name
 from bruce.runtime.outbox import Outbox, OutboxSettings
 from bruce.runtime.recovery import Recovery
@@ -230,6 +231,7 @@ class App:
     worker: Worker
     outbox: Outbox
     jobs: JobBook
+    control: Control  # the owner's requests from the machine, served by the console socket
     scheduler: Scheduler | None = None  # None: scheduler.enabled is false
     admin: AdminServer | None = None  # serving once start_admin() ran (``bruce run``)
     mcp: MCPBridge | None = None  # the configured MCP servers (None: there are none)
@@ -283,7 +285,10 @@ class App:
         await self.worker.close_interrupted_actions()  # its notices are sent by recover() below
         left_over = await self.store.messages.max_id()
         for channel in self.channels.values():
-            await channel.start(self.worker)
+            if isinstance(channel, OperatorChannel):
+                await channel.start_operated(self.worker, self.control)
+            else:
+                await channel.start(self.worker)
         log.info("app.started", channels=sorted(self.channels), model=self.config.llm.model,
                  timezone=self.config.assistant.timezone, event_loop=running_loop_name())
         for note in self.warnings():
@@ -321,7 +326,7 @@ class App:
 
     async def _health(self) -> dict[str, Any]:
         scheduler = "off" if self.scheduler is None else "running" if self.scheduler.running else "standby"
-        received = self.worker.health()
+        received = self.control.health()
         found: dict[str, Any] = {"scheduler": scheduler,
                                  "channels": {name: {"last_receive": received.get(name)} for name in self.channels}}
         if self.mcp is not None:
@@ -478,13 +483,11 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
         scheduler = Scheduler(store=store, clock=clock, book=jobs, doors=worker, notices=outbox, budget=llm.budget,
                               settings=SchedulerSettings(misfire_grace_s=s.misfire_grace_s, max_failures=s.max_failures,
                                                          lock_path=Path(f"{config.storage.path}.scheduler.lock")))
-        worker.on_jobs_changed = scheduler.sync
-    app = App(config=config, clock=clock, store=store, llm=llm, registry=registry, worker=worker, outbox=outbox,
-              jobs=jobs, scheduler=scheduler, channels=channels, memory=memory, shares_tool_workers=shares_tool_workers)
-    if config.mcp_servers:
-        app.mcp = await connect_mcp(config, registry, clock)
-        worker.on_mcp_status = app.mcp.status
-    return app
+    mcp = await connect_mcp(config, registry, clock) if config.mcp_servers else None
+    control = Control(doors=worker, channels=channels, scheduler=scheduler, mcp=mcp)
+    return App(config=config, clock=clock, store=store, llm=llm, registry=registry, worker=worker, outbox=outbox,
+               jobs=jobs, control=control, scheduler=scheduler, channels=channels, memory=memory, mcp=mcp,
+               shares_tool_workers=shares_tool_workers)
 
 
 async def connect_mcp(config: Config, registry: ToolRegistry, clock: Clock) -> MCPBridge:

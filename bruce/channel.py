@@ -6,7 +6,8 @@ Inbound: ``start(inbound)`` hands the adapter the core's doors. ``inbound.delive
 returns once the message is stored (a network adapter acknowledges the platform's update only
 then) and returns a handle the adapter may await to know the turn finished.
 ``inbound.decide(...)`` turns a button press into a decision, under the same rules as
-``/approve ID``.
+``/approve ID``. The console socket is also started with the owner's ``Operator`` doors
+(``OperatorChannel``).
 Outbound: ``send_text`` (one piece, already split to ``max_message_length``; platform errors
 are raised as ``ChannelSendError``), ``thinking`` (held for the whole turn),
 ``send_confirmation`` (approve/deny controls), ``send_file``. A channel that can show live
@@ -35,6 +36,8 @@ __all__ = [
     "Inbound",
     "LocalDecision",
     "LocalInbound",
+    "Operator",
+    "OperatorChannel",
     "Channel",
     "ProgressChannel",
     "SplittingChannel",
@@ -110,19 +113,34 @@ class LocalDecision:
 
 
 class LocalInbound(Inbound, Protocol):
-    """The doors only a channel on the owner's machine may use (the console socket, whose
-    path only the owner can open): the step-up decision, sending what waited for them, and
-    telling the scheduler that ``bruce jobs`` changed a job."""
-
-    async def decide_locally(self, confirmation_id: str, approve: bool) -> LocalDecision: ...
+    """The door only a channel on the owner's machine may use (the console socket, the admin
+    page's chat): sending what waited for them while no terminal or page was there."""
 
     async def resend(self, conversation_id: str) -> None: ...
+
+
+class Operator(Protocol):
+    """What the owner may ask of the running daemon from the machine (``bruce doctor``, ``bruce
+    jobs``, ``bruce mcp status``, ``bruce approve``, a terminal attaching), served only by the
+    console socket. Built once in the assembly: ``bruce.runtime.control.Control``."""
 
     def health(self) -> dict[str, str | None]: ...
 
     async def jobs_changed(self) -> None: ...
 
     def mcp_status(self) -> list[dict[str, Any]]: ...
+
+    async def decide_locally(self, confirmation_id: str, approve: bool) -> LocalDecision: ...
+
+    async def resend(self, conversation_id: str) -> None: ...
+
+
+@runtime_checkable
+class OperatorChannel(Protocol):
+    """Optional: a channel that also serves the owner's requests (the console socket). The app
+    starts it with ``start_operated(inbound, operator)`` instead of ``start(inbound)``."""
+
+    async def start_operated(self, inbound: Inbound, operator: Operator) -> None: ...
 
 
 @runtime_checkable

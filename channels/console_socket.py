@@ -48,7 +48,7 @@ from typing import Any, cast
 
 import structlog
 
-from bruce.channel import ConfirmationRequest, DecisionReport, IncomingMessage, LocalDecision, LocalInbound
+from bruce.channel import ConfirmationRequest, DecisionReport, Inbound, IncomingMessage, LocalDecision, Operator
 from bruce.clock import Clock
 from bruce.errors import BruceError, ChannelSendError, StoreError
 from bruce.turns.progress import ProgressEvent, Thinking, ToolFinished, ToolStarted
@@ -136,7 +136,8 @@ class SocketConsole:
         self._line_limit = line_limit
         self._clock = clock
         self._name = assistant_name
-        self._inbound: LocalInbound | None = None
+        self._inbound: Inbound | None = None
+        self._operator: Operator | None = None
         self._server: asyncio.AbstractServer | None = None
         self._terminals: set[_Terminal] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -144,7 +145,16 @@ class SocketConsole:
     # lifecycle ---------------------------------------------------------------------------
 
     async def start(self, inbound: Any) -> None:
-        self._inbound = cast(LocalInbound, inbound)
+        """Serve chat only: the owner's requests (health, jobs, MCP status, local decisions) and
+        resending on attach need ``start_operated``."""
+        await self._start(cast(Inbound, inbound), None)
+
+    async def start_operated(self, inbound: Inbound, operator: Operator) -> None:
+        """Serve chat to ``inbound`` (the worker) and the owner's requests to ``operator``."""
+        await self._start(inbound, operator)
+
+    async def _start(self, inbound: Inbound, operator: Operator | None) -> None:
+        self._inbound, self._operator = inbound, operator
         if len(os.fsencode(self.path)) > MAX_SOCKET_PATH:
             raise BruceError(f"console.socket_path is too long for a Unix socket ({len(os.fsencode(self.path))} bytes, "
                              f"at most {MAX_SOCKET_PATH}): {self.path}")
@@ -185,7 +195,7 @@ class SocketConsole:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._inbound = None
+        self._inbound = self._operator = None
 
     # outbound: to every terminal attached ------------------------------------------------
 
@@ -263,7 +273,8 @@ class SocketConsole:
         if op == "hello":
             await terminal.send({"ev": "hello", "version": PROTOCOL_VERSION, "name": self._name})
             self._terminals.add(terminal)
-            await inbound.resend(f"{self.name}:{CHAT_ID}")
+            if self._operator is not None:
+                await self._operator.resend(f"{self.name}:{CHAT_ID}")
         elif op == "message":
             text = request["text"]
             if not isinstance(text, str):
@@ -272,16 +283,21 @@ class SocketConsole:
         elif op == "decide":
             await self._decide(inbound, terminal, ref, request)
         elif op == "health":
-            await terminal.send({"ev": "health", "ref": ref, "last_receive": inbound.health()})
+            await terminal.send({"ev": "health", "ref": ref, "last_receive": self._operated().health()})
         elif op == "jobs_changed":
-            await inbound.jobs_changed()
+            await self._operated().jobs_changed()
             await terminal.send({"ev": "jobs_synced", "ref": ref})
         elif op == "mcp_status":
-            await terminal.send({"ev": "mcp_status", "ref": ref, "servers": inbound.mcp_status()})
+            await terminal.send({"ev": "mcp_status", "ref": ref, "servers": self._operated().mcp_status()})
         else:
             raise ValueError(f"unknown op {op!r}")
 
-    async def _deliver(self, inbound: LocalInbound, terminal: _Terminal, ref: Any, text: str) -> None:
+    def _operated(self) -> Operator:
+        if self._operator is None:
+            raise ValueError("this console serves chat only")
+        return self._operator
+
+    async def _deliver(self, inbound: Inbound, terminal: _Terminal, ref: Any, text: str) -> None:
         message = IncomingMessage(channel=self.name, chat_id=CHAT_ID, sender_id=USER_ID, text=text,
                                   platform_message_id=None, timestamp=self._clock.now())
         try:
@@ -301,12 +317,12 @@ class SocketConsole:
         with contextlib.suppress(OSError, TimeoutError, RuntimeError):
             await terminal.send({"ev": "done", "ref": ref})
 
-    async def _decide(self, inbound: LocalInbound, terminal: _Terminal, ref: Any, request: dict[str, Any]) -> None:
+    async def _decide(self, inbound: Inbound, terminal: _Terminal, ref: Any, request: dict[str, Any]) -> None:
         rid, approve = request["id"], request["approve"]
         if not isinstance(rid, str) or not isinstance(approve, bool):
             raise ValueError("id must be a string and approve true or false")
         if request.get("local"):
-            decision = await inbound.decide_locally(rid, approve)
+            decision = await self._operated().decide_locally(rid, approve)
             await terminal.send({"ev": "decided", "ref": ref, **asdict(decision)})
         else:  # a decision typed in the chat, under the chat's rules (no step-up)
             report = await inbound.decide(f"{self.name}:{CHAT_ID}", USER_ID, rid, approve)

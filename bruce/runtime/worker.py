@@ -5,8 +5,9 @@ no stored message; in a private chat they may be told how to pair), store it as 
 then start its turn (``Conversations``: one conversation at a time, different conversations
 concurrently). The worker also owns the background work: folding old history into summaries,
 running locally approved actions, re-sending unsent replies; and the drain at shutdown.
-It is the ``Inbound`` a channel is started with (``deliver``, ``decide``), and the door the
-scheduler uses (``run_proactive``, ``post``).
+It is the ``Inbound`` a channel is started with (``deliver``, ``decide``, ``resend``), the door
+the scheduler uses (``run_proactive``, ``post``), and the owner's ``Control`` decides through it
+(``decide_locally``).
 """
 
 from __future__ import annotations
@@ -65,8 +66,6 @@ class Worker:
         memory's extraction); None: nobody is."""
         self._limiter = limiter
         self._zone = zone or ZoneInfo("UTC")
-        self.on_jobs_changed: Callable[[], Awaitable[None]] = _nothing  # the scheduler's sync (app wiring)
-        self.on_mcp_status: Callable[[], list[dict[str, Any]]] = list  # the MCP bridge's status (app wiring)
         self._on_answered = on_answered
         self._store = store
         self._clock = clock
@@ -163,7 +162,7 @@ class Worker:
         return report
 
     async def decide_locally(self, confirmation_id: str, approve: bool) -> LocalDecision:
-        """The owner's decision from the machine (``bruce approve`` over the console socket):
+        """The owner's decision from the machine (``bruce approve``, through ``Control``):
         the same decision as from the database (``Confirmations.decide_locally``), run at once
         when this process serves the request's conversation."""
         decision = await self._confirmations.decide_locally(confirmation_id.lower(), approve=approve)
@@ -176,29 +175,6 @@ class Worker:
             self._approvals_due.set()
         log.info("confirmation.decided_locally", confirmation=action.id, outcome=str(decision.outcome))
         return LocalDecision(decision.outcome, action.tool_name, action.conversation_id, str(action.status), runs_here)
-
-    def health(self) -> dict[str, str | None]:
-        """Each channel served, with the time it last received from its platform (ISO, UTC),
-        where the channel keeps one (``last_receive``; None: nothing received yet)."""
-        found: dict[str, str | None] = {}
-        for name, channel in self._served.items():
-            if hasattr(channel, "last_receive"):
-                when = channel.last_receive
-                found[name] = utc_iso(when) if when is not None else None
-        return found
-
-    def mcp_status(self) -> list[dict[str, Any]]:
-        """Each MCP server's state, last error and tools (``bruce mcp status``)."""
-        return self.on_mcp_status()
-
-    async def jobs_changed(self) -> None:
-        """``bruce jobs`` changed the table (over the console socket): the scheduler re-reads it now.
-        A read that fails (a locked database) is logged: the scheduler's own sync picks the change
-        up within ``sync_interval_s``, and the terminal still gets its answer."""
-        try:
-            await self.on_jobs_changed()
-        except Exception:
-            log.exception("scheduler.sync_failed", source="bruce jobs")
 
     async def resend(self, conversation_id: str) -> None:
         """Send what is stored and unsent for the conversation (a terminal attached again)."""
@@ -361,10 +337,6 @@ class Worker:
         for summary in self._background.values():
             summary.cancel()
         await asyncio.gather(*self._background.values(), return_exceptions=True)
-
-
-async def _nothing() -> None:
-    return None
 
 
 def _summary_done(task: asyncio.Task[bool]) -> None:

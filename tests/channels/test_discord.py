@@ -92,7 +92,7 @@ async def test_a_dm_from_an_allowed_user_gets_typing_and_a_reply(started, fake, 
     assert fake_llm.requests[0]["messages"][-1]["content"] == "hi there"
     (stored,) = await rows(app, "SELECT conversation_id FROM messages WHERE direction = 'in'")
     assert stored["conversation_id"] == f"discord:{channel}"
-    assert app.worker.health()["discord"] is not None  # last_receive, for `bruce doctor`
+    assert app.control.health()["discord"] is not None  # last_receive, for `bruce doctor`
 
 
 async def test_start_up_registers_the_slash_commands_with_the_intents(started, fake):
@@ -431,4 +431,4 @@ async def test_discord_down_at_boot_is_retried_until_it_answers(started, fake, f
     fake_llm.add(Step.text("Up now."))
     channel = dm_channel(fake.dm(OWNER, "hello"))
     assert await replies(fake, channel, 1) == ["Up now."]
-    assert app.worker.health()["discord"] is not None
+    assert app.control.health()["discord"] is not None

@@ -188,7 +188,7 @@ async def test_a_sync_that_fails_in_the_daemon_still_answers_the_terminal(make_c
         async def broken() -> None:
             raise RuntimeError("database is locked")
 
-        app.worker.on_jobs_changed = broken
+        app.scheduler.sync = broken  # the daemon's re-read of the jobs fails
         assert await jobs_changed_on_daemon(config) is True  # the daemon is there; its own sync retries
         assert await jobs_changed_on_daemon(config) is True  # and the socket still serves
     finally:
