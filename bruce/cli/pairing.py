@@ -1,7 +1,6 @@
-"""Pairing codes, and the owner's ``bruce pairing`` command.
+"""The owner's ``bruce pairing`` command (the codes themselves: ``bruce.runtime.pairing``).
 
-A code is 8 characters from an alphabet without look-alikes (no 0/O, no 1/I), drawn with
-``secrets``. ``bruce pairing list | approve [CHANNEL] CODE | deny [CHANNEL] CODE | revoke CHANNEL
+``bruce pairing list | approve [CHANNEL] CODE | deny [CHANNEL] CODE | revoke CHANNEL
 USER_ID`` work on the config's database (never a new one); with a channel (``bruce pairing approve
 discord CODE``) the code must be one given on that channel. An approved sender is answered from their next
 message on (a running daemon looks a sender it does not know up in the database); a revoked
@@ -11,7 +10,6 @@ one is a stranger again within ``AccessSettings.paired_refresh_s``.
 from __future__ import annotations
 
 import argparse
-import secrets
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -20,22 +18,12 @@ from zoneinfo import ZoneInfo
 from bruce.cli.existing_store import open_existing
 from bruce.clock import SystemClock, parse_iso
 from bruce.config.schema import Config
+from bruce.runtime.access import AccessSettings
+from bruce.runtime.pairing import normalized_code
 from bruce.store import PairingRequestRecord, Store
 from bruce.values import DecisionOutcome
 
-__all__ = ["CODE_ALPHABET", "CODE_LENGTH", "new_code", "add_arguments", "pairing_command"]
-
-CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # 32 characters: no 0, O, 1 or I
-CODE_LENGTH = 8
-
-
-def new_code() -> str:
-    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
-
-
-def _normalized(code: str) -> str:
-    """What the owner typed, as stored: case and separators do not matter."""
-    return "".join(code.split()).replace("-", "").upper()
+__all__ = ["add_arguments", "pairing_command"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +69,7 @@ def _list(requests: list[PairingRequestRecord], zone: ZoneInfo, now: datetime) -
 
 
 async def _decide(store: Store, typed: str, *, approve: bool, channel: str | None = None) -> int:
-    code = _normalized(typed)
+    code = normalized_code(typed)
     if channel is not None:  # only a pending code can change; one from elsewhere is left alone
         found = next((r for r in await store.pairing.pending() if r.code == code), None)
         if found is not None and found.channel != channel.lower():
@@ -118,8 +106,6 @@ async def _revoke(config: Config, store: Store, channel: str, user_id: str) -> i
         print(f"revoked the pairing of {channel} user {user_id}, but channels.{channel}.allowed_users still "
               "lets them in")
     else:
-        from bruce.runtime.access import AccessSettings
-
         print(f"revoked: {channel} user {user_id} is a stranger again (a running Bruce notices within "
               f"{AccessSettings().paired_refresh_s:g} s)")
     return 0

@@ -22,9 +22,9 @@ from datetime import timedelta
 import structlog
 
 from bruce.channel import Channel, IncomingMessage
-from bruce.cli.pairing import new_code
 from bruce.clock import Clock, utc_iso
 from bruce.limits import Quiet
+from bruce.runtime.pairing import new_code
 from bruce.store import Store
 from bruce.texts import PAIRING_FULL, STRANGER_REFUSED, pairing_code
 from bruce.values import PairingOutcome

@@ -12,7 +12,7 @@ import yaml
 from bruce.app import App
 from bruce.channel import IncomingMessage
 from bruce.cli.main import main
-from bruce.cli.pairing import CODE_ALPHABET, new_code
+from bruce.runtime.pairing import CODE_ALPHABET, new_code
 from bruce.texts import PAIRING_FULL, STRANGER_REFUSED
 from bruce.values import DecisionOutcome
 from tests.fakes.channel import RecordingChannel
