@@ -66,13 +66,12 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("check", help="validate the config and exit")
-    from bruce.cli import doctor, pairing
+    from bruce.cli import doctor, pairing, usage
     from bruce.cli import eval as eval_cli
     from bruce.cli import init as onboarding
     from bruce.cli import jobs as jobs_cli
     from bruce.cli import mcp as mcp_cli
     from bruce.cli import memory as memory_cli
-    from bruce.llm import usage
 
     pairing.add_arguments(sub.add_parser("pairing", help="strangers asking to talk to Bruce: list, approve, deny, revoke"))
     usage.add_usage_arguments(sub.add_parser("usage", help="model calls, tokens and cost per day and model"))
@@ -324,7 +323,7 @@ def _store_command(config: Config, args: argparse.Namespace) -> int:
     from bruce.cli.jobs import jobs_command
     from bruce.cli.memory import memory_command
     from bruce.cli.pairing import pairing_command
-    from bruce.llm.usage import budget_command, usage_command
+    from bruce.cli.usage import budget_command, usage_command
 
     command = {"pairing": pairing_command, "jobs": jobs_command, "usage": usage_command,
                "budget": budget_command, "memory": memory_command}[args.command]

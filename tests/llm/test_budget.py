@@ -120,7 +120,7 @@ def bruce(tmp_path, clock, monkeypatch):
     config.write_text(yaml.safe_dump({"assistant": {"timezone": "America/Sao_Paulo"},
                                       "llm": {"budget": {"daily_tokens": 100}},
                                       "storage": {"path": str(tmp_path / "bruce.db")}}))
-    monkeypatch.setattr("bruce.llm.usage.SystemClock", lambda: clock)
+    monkeypatch.setattr("bruce.cli.usage.SystemClock", lambda: clock)
 
     async def run(capsys, *argv: str) -> tuple[int, str, str]:
         capsys.readouterr()
