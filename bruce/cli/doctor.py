@@ -29,6 +29,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from bruce.cli.check import check_config
 from bruce.clock import SystemClock
 from bruce.config.schema import AdminConfig, ChannelSection, Config, ModelEndpoint, load_config, parse_yaml
 from bruce.errors import ConfigError, LLMNotConfigured, LLMUnavailable, StoreError
@@ -76,7 +77,6 @@ def doctor_command(config_path: Path, args: argparse.Namespace) -> int:
 async def diagnose(config_path: Path, *, environ: Mapping[str, str] | None = None, llm: bool = True,
                    timeout_s: float = 15.0, unit: Path = SYSTEMD_UNIT, out: Out = print) -> int:
     """Run every check, printing each line as it is known; return the exit status."""
-    from bruce.cli.main import check_config
     from bruce.log import Redactor, configure_logging
 
     environ = os.environ if environ is None else environ

@@ -8,7 +8,7 @@ reports on a setup (``bruce.cli.doctor``).
 
 Errors a user can cause (a bad config, a locked database) end with one clear message and a
 non-zero exit, never a traceback: 2 for a configuration error, 1 for anything else. Every
-command validates the config the same way (``check_config``), so ``bruce config check``
+command validates the config the same way (``bruce.cli.check.check_config``), so ``bruce config check``
 refuses exactly what ``bruce run`` would refuse at start-up, without opening the database.
 
 ``run`` and ``chat`` stop the same way: the first SIGTERM or SIGINT stops taking messages and
@@ -33,16 +33,16 @@ from typing import TYPE_CHECKING
 import structlog
 
 from bruce.channel import LocalDecision
-from bruce.config.schema import Config, default_config_path, load_config, unknown_overrides
-from bruce.errors import BruceError, ConfigError, ContractError
+from bruce.cli.check import check_config
+from bruce.config.schema import Config, default_config_path, load_config
+from bruce.errors import BruceError, ConfigError
 from bruce.log import Redactor, configure_logging
-from bruce.runtime.event_loop import loop_factory
 from bruce.runtime.event_loop import run as run_loop
 
 if TYPE_CHECKING:
     from bruce.app import App
 
-__all__ = ["main", "check_config"]
+__all__ = ["main"]
 
 FORCED_EXIT = 130  # a second signal: turns in flight were cancelled
 
@@ -85,41 +85,6 @@ def _parser() -> argparse.ArgumentParser:
     onboarding.add_arguments(sub.add_parser("init", help="write a first config.yml and .env (asks, or --non-interactive)"))
     doctor.add_arguments(sub.add_parser("doctor", help="check that this setup is ready to start"))
     return parser
-
-
-def check_config(config: Config, *, source: str | None = None) -> None:
-    """Everything start-up refuses about the tool set, checked from the contracts alone (no
-    database is opened): each contract is complete and consistent, no two share a name, and
-    ``tools.overrides`` names only tools that exist. Raises ConfigError naming each problem."""
-    from bruce.actions.registry import check_contract
-    from bruce.app import tool_set
-
-    try:
-        contracts = [contract for contract, _ in tool_set(config, None)]
-    except ContractError as exc:
-        raise ConfigError(str(exc), source=source) from None
-    except ConfigError as exc:
-        raise ConfigError(exc.problems, source=source) from None
-    problems, wire_names = [], set()
-    for contract in contracts:
-        found = check_contract(contract)
-        if contract.wire_name in wire_names:
-            found.append("a tool with this name is already registered")
-        wire_names.add(contract.wire_name)
-        if found:
-            problems.append(f"tool {contract.name}: " + "; ".join(found))
-    problems += unknown_overrides(config.tools, [c.name for c in contracts])
-    from bruce.admin.auth import is_loopback
-
-    if config.admin.enabled and config.admin.token is None and not is_loopback(config.admin.host):
-        problems.append(f"admin.token: required when admin.host ({config.admin.host}) is beyond this machine; "
-                        "set it (at least 16 random characters) or keep admin.host at 127.0.0.1")
-    try:
-        loop_factory(config.runtime.event_loop)  # runtime.event_loop: uvloop where it cannot be loaded
-    except ConfigError as exc:
-        problems += exc.problems
-    if problems:
-        raise ConfigError(problems, source=source)
 
 
 def _load(args: argparse.Namespace) -> Config:

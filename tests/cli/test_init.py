@@ -13,8 +13,9 @@ import pytest
 import yaml
 from aiohttp import web
 
+from bruce.cli.check import check_config
 from bruce.cli.init import detect_ollama
-from bruce.cli.main import check_config, main
+from bruce.cli.main import main
 from bruce.config.schema import load_config
 from tests.fakes.llm_server import closed_base_url
 

@@ -1,0 +1,45 @@
+"""The config check every command runs before it starts (``bruce run``, ``bruce config check``,
+``bruce doctor``): what start-up would refuse, found without opening a database."""
+
+from __future__ import annotations
+
+from bruce.config.schema import Config, unknown_overrides
+from bruce.errors import ConfigError, ContractError
+from bruce.runtime.event_loop import loop_factory
+
+__all__ = ["check_config"]
+
+
+def check_config(config: Config, *, source: str | None = None) -> None:
+    """Everything start-up refuses about the tool set, checked from the contracts alone (no
+    database is opened): each contract is complete and consistent, no two share a name, and
+    ``tools.overrides`` names only tools that exist. Raises ConfigError naming each problem."""
+    from bruce.actions.registry import check_contract
+    from bruce.app import tool_set
+
+    try:
+        contracts = [contract for contract, _ in tool_set(config, None)]
+    except ContractError as exc:
+        raise ConfigError(str(exc), source=source) from None
+    except ConfigError as exc:
+        raise ConfigError(exc.problems, source=source) from None
+    problems, wire_names = [], set()
+    for contract in contracts:
+        found = check_contract(contract)
+        if contract.wire_name in wire_names:
+            found.append("a tool with this name is already registered")
+        wire_names.add(contract.wire_name)
+        if found:
+            problems.append(f"tool {contract.name}: " + "; ".join(found))
+    problems += unknown_overrides(config.tools, [c.name for c in contracts])
+    from bruce.admin.auth import is_loopback
+
+    if config.admin.enabled and config.admin.token is None and not is_loopback(config.admin.host):
+        problems.append(f"admin.token: required when admin.host ({config.admin.host}) is beyond this machine; "
+                        "set it (at least 16 random characters) or keep admin.host at 127.0.0.1")
+    try:
+        loop_factory(config.runtime.event_loop)  # runtime.event_loop: uvloop where it cannot be loaded
+    except ConfigError as exc:
+        problems += exc.problems
+    if problems:
+        raise ConfigError(problems, source=source)
