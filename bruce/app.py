@@ -7,7 +7,6 @@ section with no factory is reported, not silently ignored.
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import os
 import sys
@@ -21,7 +20,7 @@ import structlog
 from bruce.actions.approvals import ApprovalDesk
 from bruce.actions.confirmations import Confirmations
 from bruce.actions.registry import ToolRegistry
-from bruce.channel import Channel, LocalDecision, OperatorChannel
+from bruce.channel import Channel, OperatorChannel
 from bruce.clock import Clock, SystemClock
 from bruce.config.schema import ChannelSection, Config
 from bruce.contracts import ToolContract, ToolHandler
@@ -48,8 +47,8 @@ if TYPE_CHECKING:
     from channels.console_socket import SocketConsole
     from tools.mcp.bridge import MCPBridge
 
-__all__ = ["App", "build_app", "CHANNEL_FACTORIES", "console_channel", "socket_console", "attach_console", "decide_on_daemon", "tool_set",
-           "stop_tool_workers"]
+__all__ = ["App", "build_app", "CHANNEL_FACTORIES", "console_channel", "socket_console", "web_chat", "tool_set",
+           "stop_tool_workers", "probe_mcp", "serve_mcp", "connect_mcp"]
 
 log = structlog.get_logger(__name__)
 
@@ -101,41 +100,6 @@ def web_chat(clock: Clock) -> Channel:
     return WebChat(clock=clock)
 
 
-async def attach_console(config: Config, console: ConsoleChannel, stop: asyncio.Event) -> int | None:
-    """``bruce chat`` through the running daemon's console socket; None when no daemon answers."""
-    from channels.console_socket import attach
-
-    return await attach(config.console.socket_path, console, stop)
-
-
-async def decide_on_daemon(config: Config, confirmation_id: str, approve: bool) -> LocalDecision | None:
-    """``bruce approve`` / ``deny`` delivered to the running daemon; None when no daemon answers."""
-    from channels.console_socket import decide_over_socket
-
-    return await decide_over_socket(config.console.socket_path, confirmation_id, approve)
-
-
-async def jobs_changed_on_daemon(config: Config) -> bool:
-    """``bruce jobs`` changed a job: the running daemon re-arms at once. False when none answers."""
-    from channels.console_socket import jobs_changed_over_socket
-
-    return await jobs_changed_over_socket(config.console.socket_path)
-
-
-async def daemon_health(config: Config) -> dict[str, str | None] | None:
-    """The running daemon's channels and when each last received; None when none answers."""
-    from channels.console_socket import daemon_health as ask
-
-    return await ask(config.console.socket_path)
-
-
-async def mcp_status_on_daemon(config: Config) -> list[dict[str, Any]] | None:
-    """The running daemon's MCP servers and their state; None when none answers."""
-    from channels.console_socket import mcp_status_over_socket
-
-    return await mcp_status_over_socket(config.console.socket_path)
-
-
 async def probe_mcp(config: Config) -> list[dict[str, Any]]:
     """Connect to each configured MCP server now (each bounded by its connect_timeout_s), report,
     disconnect: ``bruce mcp status`` when no daemon runs. Opens no database."""
@@ -148,9 +112,12 @@ async def probe_mcp(config: Config) -> list[dict[str, Any]]:
         await bridge.stop()
 
 
-async def serve_mcp(config: Config, *, transport: str, port: int, redactor: Redactor | None = None) -> None:
+async def serve_mcp(config: Config, *, transport: str, port: int, redactor: Redactor | None = None,
+                    on_job_changed: Callable[[str], None] | None = None) -> None:
     """``bruce mcp serve``: Bruce's own tools (not those it takes from MCP servers) for another MCP
-    client, over stdio or HTTP on 127.0.0.1 with the admin token as a bearer (``tools/mcp/serve``)."""
+    client, over stdio or HTTP on 127.0.0.1 with the admin token as a bearer (``tools/mcp/serve``).
+    ``on_job_changed(job_id)``: told of each job made or changed over MCP (the CLI tells the
+    running daemon, so it arms the job now)."""
     from bruce.admin.auth import resolve_token
     from tools.builtin import shutdown_tools
     from tools.mcp import serve
@@ -158,18 +125,12 @@ async def serve_mcp(config: Config, *, transport: str, port: int, redactor: Reda
     clock = SystemClock()
     redactor = redactor or Redactor(config.secrets())
     store = await Store.open(config.storage.path, clock, busy_timeout_ms=config.storage.busy_timeout_ms)
-    notices: set[asyncio.Task[bool]] = set()
-
-    def tell_daemon(_job_id: str) -> None:  # a job made over MCP: the running daemon arms it now
-        task = asyncio.create_task(jobs_changed_on_daemon(config))
-        notices.add(task)
-        task.add_done_callback(notices.discard)
-
     try:
         confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
         jobs = JobBook(store=store, clock=clock, zone=config.assistant.zone,
                        dedup_window_s=config.scheduler.dedup_window_s)
-        jobs.subscribe(tell_daemon)
+        if on_job_changed is not None:
+            jobs.subscribe(on_job_changed)
         registry = await _registry(config, store, clock, redactor, confirmations, jobs)
         conversation = await _mcp_conversation(config, store)
         server = serve.build_server(registry, trusted=config.mcp_serve.trusted, conversation_id=conversation)
@@ -189,8 +150,6 @@ async def serve_mcp(config: Config, *, transport: str, port: int, redactor: Reda
                              "choose another with --port or mcp_serve.port") from None
         await serve.serve_http(server, sock=sock, token=token)
     finally:
-        if notices:
-            await asyncio.wait(notices, timeout=3)
         await store.close()
         shutdown_tools()
 

@@ -9,26 +9,10 @@ terminal attached. Only the owner gets in: the socket's mode, and the peer's uid
 (``SO_PEERCRED``) on every connection. Being local and owner-only, it is also the door for the
 step-up decision (``bruce approve ID``), which runs at once.
 
-The protocol is JSON, one object per line (``LINE_LIMIT`` bytes at most)::
-
-    terminal -> daemon                          daemon -> terminal
-    {"op": "hello", "version": 1}               {"ev": "hello", "version": 1, "name": "Bruce"}
-    {"op": "message", "ref": 1, "text": "hi"}   {"ev": "stored", "ref": 1}  (or "store_error")
-                                                {"ev": "done", "ref": 1}    (the turn finished)
-    {"op": "decide", "ref": 2, "id": "ab12cd34", "approve": true, "local": true}
-                                                {"ev": "decided", "ref": 2, "outcome": "queued", ...}
-    any time: {"ev": "text", "text": ...}, {"ev": "confirmation", ...}, {"ev": "file", ...},
-              {"ev": "progress", "kind": "tool_finished", "tool": ..., "status": ...}
-    {"op": "health", "ref": 3}                  {"ev": "health", "ref": 3, "last_receive": {"telegram": "2026-…Z"}}
-    {"op": "jobs_changed", "ref": 4}            {"ev": "jobs_synced", "ref": 4}  (the scheduler re-read the jobs)
-    {"op": "mcp_status", "ref": 5}              {"ev": "mcp_status", "ref": 5, "servers": [...]}
-    a request it cannot read: {"ev": "error", "ref": ..., "error": "what was wrong"}
+The protocol (JSON lines) is ``bruce.runtime.console_wire``; the terminal's side, ``bruce.cli.daemon``.
 
 With no terminal attached a reply is not lost: ``send_text`` raises ``ChannelSendError``, the
 outbox keeps it unsent, and it is sent when a terminal attaches again.
-
-``attach`` is the terminal's side: it puts a ``ConsoleChannel`` (the same rendering and input
-handling as in-process) in front of a ``RemoteInbound``.
 """
 
 from __future__ import annotations
@@ -42,44 +26,32 @@ import stat
 import struct
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
 import structlog
 
-from bruce.channel import ConfirmationRequest, DecisionReport, Inbound, IncomingMessage, LocalDecision, Operator
+from bruce.channel import ConfirmationRequest, Inbound, IncomingMessage, Operator
 from bruce.clock import Clock
 from bruce.errors import BruceError, ChannelSendError, StoreError
-from bruce.turns.progress import ProgressEvent, Thinking, ToolFinished, ToolStarted
-from bruce.values import DecisionOutcome, ToolStatus
+from bruce.runtime.console_wire import (
+    CHAT_ID,
+    LINE_LIMIT,
+    PROTOCOL_VERSION,
+    USER_ID,
+    confirmation_event,
+    encode,
+    progress_event,
+)
+from bruce.turns.progress import ProgressEvent
 from channels.console import ConsoleChannel
 
-__all__ = ["SocketConsole", "RemoteInbound", "DaemonGone", "attach", "connect", "daemon_health", "decide_over_socket",
-           "jobs_changed_over_socket", "mcp_status_over_socket",
-           "PROTOCOL_VERSION"]
+__all__ = ["SocketConsole", "CHAT_ID"]
 
 log = structlog.get_logger(__name__)
 
-PROTOCOL_VERSION = 1
-LINE_LIMIT = 16 * 1024 * 1024  # one JSON line; a reply is at most 100 000 characters, escaped
 MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with its terminating NUL
-CHAT_ID = "local"
-USER_ID = "local"
-CONNECT_TIMEOUT_S = 2.0
 SEND_TIMEOUT_S = 5.0  # a terminal that does not read for this long is dropped
-
-
-class DaemonGone(BruceError):
-    """The daemon closed the console socket (it stopped, or refused us)."""
-
-
-class NotOurDaemon(BruceError):
-    """The socket is there, but its owner is another user."""
-
-
-def _encode(obj: dict[str, Any]) -> bytes:
-    return (json.dumps(obj, ensure_ascii=False, default=str) + "\n").encode("utf-8", "surrogatepass")
 
 
 def _peer_uid(writer: asyncio.StreamWriter) -> int | None:
@@ -90,17 +62,6 @@ def _peer_uid(writer: asyncio.StreamWriter) -> int | None:
     return int(struct.unpack("3i", raw)[1])
 
 
-def _event(event: ProgressEvent) -> dict[str, Any] | None:
-    match event:
-        case Thinking():
-            return {"ev": "progress", "kind": "thinking"}
-        case ToolStarted(tool=tool):
-            return {"ev": "progress", "kind": "tool_started", "tool": tool}
-        case ToolFinished(tool=tool, status=status):
-            return {"ev": "progress", "kind": "tool_finished", "tool": tool, "status": str(status)}
-    return None  # the text streams only to channels that show it live
-
-
 @dataclass(eq=False)  # one per connection, kept in a set
 class _Terminal:
     writer: asyncio.StreamWriter
@@ -108,7 +69,7 @@ class _Terminal:
 
     async def send(self, obj: dict[str, Any]) -> None:
         async with self.lock:
-            self.writer.write(_encode(obj))
+            self.writer.write(encode(obj))
             await asyncio.wait_for(self.writer.drain(), SEND_TIMEOUT_S)
 
 
@@ -119,7 +80,7 @@ class _Steps:
         self._console = console
 
     async def emit(self, event: ProgressEvent) -> None:
-        shown = _event(event)
+        shown = progress_event(event)
         if shown is not None:
             await self._console.broadcast(shown, required=False)
 
@@ -229,7 +190,7 @@ class SocketConsole:
         yield _Steps(self)
 
     async def send_confirmation(self, chat_id: str, request: ConfirmationRequest) -> None:
-        await self.broadcast({"ev": "confirmation", **asdict(request)})
+        await self.broadcast(confirmation_event(request))
 
     async def send_file(self, chat_id: str, path: Path, caption: str | None = None) -> None:
         await self.broadcast({"ev": "file", "path": str(path), "caption": caption})
@@ -338,236 +299,3 @@ def _parsed(line: bytes) -> Any:
         return json.loads(line)
     except ValueError:
         return None
-
-
-# the terminal's side -----------------------------------------------------------------------
-
-
-async def connect(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, dict[str, Any]] | None:
-    """Open the daemon's console socket and say hello; None when no daemon answers there."""
-    try:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_unix_connection(str(path), limit=LINE_LIMIT), CONNECT_TIMEOUT_S)
-    except (FileNotFoundError, ConnectionRefusedError, TimeoutError):
-        return None
-    except PermissionError:
-        raise NotOurDaemon(f"the Bruce daemon at {path} belongs to another user; run this as that user") from None
-    except OSError as exc:  # e.g. a path too long for a socket, or not a socket
-        raise BruceError(f"cannot reach the console socket {path}: {exc.strerror or exc}") from None
-    try:
-        writer.write(_encode({"op": "hello", "version": PROTOCOL_VERSION}))
-        await writer.drain()
-        line = await asyncio.wait_for(reader.readline(), CONNECT_TIMEOUT_S)
-        hello = json.loads(line) if line else None
-    except (OSError, TimeoutError, ValueError):
-        hello = None
-    if not isinstance(hello, dict) or hello.get("ev") != "hello":
-        writer.close()
-        return None  # not a Bruce daemon (or one that refused us): nobody to talk to
-    return reader, writer, hello
-
-
-async def _ask(path: Path, request: dict[str, Any], *, timeout_s: float | None = None) -> dict[str, Any] | None:
-    """One request to our own daemon and its answer (the first event with ``ref`` 1); None when
-    no daemon answers at ``path``, or it is another user's (the caller falls back)."""
-    try:
-        connected = await connect(path)
-    except NotOurDaemon:
-        return None
-    if connected is None:
-        return None
-    reader, writer, _ = connected
-    try:
-        writer.write(_encode({**request, "ref": 1}))
-        await writer.drain()
-        while line := await asyncio.wait_for(reader.readline(), timeout_s):
-            event = json.loads(line)
-            if isinstance(event, dict) and event.get("ref") == 1:
-                return event
-        raise DaemonGone("the daemon closed the connection before answering")
-    finally:
-        writer.close()
-
-
-async def decide_over_socket(path: Path, confirmation_id: str, approve: bool) -> LocalDecision | None:
-    """``bruce approve`` / ``deny`` delivered to the running daemon; None when none runs, or
-    when it is another user's (whoever may write the database decides there; the daemon polls)."""
-    event = await _ask(path, {"op": "decide", "id": confirmation_id, "approve": approve, "local": True})
-    if event is None:
-        return None
-    if event.get("ev") != "decided":
-        raise BruceError(f"the daemon refused the decision: {event.get('error')}")
-    return LocalDecision(DecisionOutcome(event["outcome"]), event.get("tool_name"), event.get("conversation_id"),
-                         event.get("status"), bool(event.get("runs_here")))
-
-
-async def daemon_health(path: Path) -> dict[str, str | None] | None:
-    """The running daemon's channels and when each last received (``bruce doctor``); None when
-    no daemon answers at ``path`` (or it is another user's, or it does not answer in time)."""
-    try:
-        event = await _ask(path, {"op": "health"}, timeout_s=CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError, ValueError, DaemonGone):
-        return None
-    return dict(event.get("last_receive") or {}) if event is not None and event.get("ev") == "health" else None
-
-
-async def jobs_changed_over_socket(path: Path) -> bool:
-    """``bruce jobs`` changed a job: the running daemon re-reads the jobs now. False when no
-    daemon answers at ``path`` (the change waits in the database for the next start)."""
-    try:
-        event = await _ask(path, {"op": "jobs_changed"}, timeout_s=CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError, ValueError, DaemonGone):
-        return False
-    return event is not None and event.get("ev") == "jobs_synced"
-
-
-async def mcp_status_over_socket(path: Path) -> list[dict[str, Any]] | None:
-    """The running daemon's MCP servers (``bruce mcp status``); None when no daemon answers."""
-    try:
-        event = await _ask(path, {"op": "mcp_status"}, timeout_s=CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError, ValueError, DaemonGone):
-        return None
-    if event is None or event.get("ev") != "mcp_status" or not isinstance(event.get("servers"), list):
-        return None
-    return list(event["servers"])
-
-
-class RemoteInbound:
-    """The worker's doors, over the socket: what a ``ConsoleChannel`` delivers goes to the daemon,
-    and what the daemon sends is shown by that console."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, console: ConsoleChannel) -> None:
-        self._reader = reader
-        self._writer = writer
-        self._console = console
-        self._next_ref = 0
-        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self._done: dict[int, asyncio.Future[None]] = {}
-        self.closed = asyncio.Event()
-
-    async def _request(self, obj: dict[str, Any]) -> tuple[int, asyncio.Future[dict[str, Any]]]:
-        if self.closed.is_set():
-            raise DaemonGone("the Bruce daemon is gone")
-        self._next_ref += 1
-        ref = self._next_ref
-        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._waiting[ref] = answer
-        self._writer.write(_encode({**obj, "ref": ref}))
-        await self._writer.drain()
-        return ref, answer
-
-    async def deliver(self, message: IncomingMessage) -> Awaitable[None] | None:
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        ref, answer = await self._request({"op": "message", "text": message.text})
-        self._done[ref] = done
-        event = await answer
-        if event["ev"] == "store_error":
-            self._done.pop(ref, None)
-            raise StoreError(str(event.get("error")))
-        if event["ev"] == "error":
-            self._done.pop(ref, None)
-            self._console.notice(f"(the daemon could not take that: {event.get('error')})")
-            return None
-        return done
-
-    async def decide(self, conversation_id: str, user_id: str, confirmation_id: str, approve: bool) -> DecisionReport:
-        _, answer = await self._request({"op": "decide", "id": confirmation_id, "approve": approve})
-        event = await answer
-        return DecisionReport(DecisionOutcome(event["outcome"]), str(event.get("text", "")))
-
-    async def run(self) -> None:
-        """Read the daemon's events until it closes the connection."""
-        try:
-            while line := await self._reader.readline():
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(event, dict):
-                    await self._show(event)
-        except (ConnectionError, ValueError):
-            pass
-        finally:
-            self.closed.set()
-            futures: list[asyncio.Future[Any]] = [*self._waiting.values(), *self._done.values()]
-            for future in futures:
-                if not future.done():
-                    future.set_exception(DaemonGone("the Bruce daemon is gone"))
-                    future.exception()  # nobody may be waiting any more: not an unretrieved error
-
-    async def _show(self, event: dict[str, Any]) -> None:
-        kind, ref = event.get("ev"), event.get("ref")
-        if kind in ("stored", "store_error", "decided", "error") and ref in self._waiting:
-            self._waiting.pop(ref).set_result(event)
-        elif kind == "error":
-            self._console.notice(f"(the daemon says: {event.get('error')})")
-        elif kind == "done" and ref in self._done:
-            future = self._done.pop(ref)
-            if not future.done():
-                future.set_result(None)
-        elif kind == "text":
-            await self._console.send_text(CHAT_ID, str(event.get("text", "")))
-        elif kind == "confirmation":
-            await self._console.send_confirmation(CHAT_ID, _confirmation(event))
-        elif kind == "file":
-            await self._console.send_file(CHAT_ID, Path(str(event.get("path"))), event.get("caption"))
-        elif kind == "progress":
-            shown = _progress(event)
-            if shown is not None:
-                self._console.show(shown)
-
-    def close(self) -> None:
-        self._writer.close()
-
-
-def _confirmation(event: dict[str, Any]) -> ConfirmationRequest:
-    return ConfirmationRequest(
-        id=str(event["id"]), tool_name=str(event["tool_name"]), risk=str(event["risk"]),
-        summary=str(event["summary"]), side_effects=str(event["side_effects"]),
-        preview=None if event.get("preview") is None else str(event["preview"]),
-        expires_at=datetime.fromisoformat(str(event["expires_at"])), step_up=bool(event["step_up"]))
-
-
-def _progress(event: dict[str, Any]) -> ProgressEvent | None:
-    kind = event.get("kind")
-    if kind == "thinking":
-        return Thinking()
-    if kind == "tool_started":
-        return ToolStarted(str(event.get("tool")))
-    if kind == "tool_finished":
-        try:
-            return ToolFinished(str(event.get("tool")), ToolStatus(str(event.get("status"))))
-        except ValueError:
-            return None
-    return None
-
-
-async def attach(path: Path, console: ConsoleChannel, stop: asyncio.Event) -> int | None:
-    """Chat with the running daemon through ``console`` until the user leaves (0), ``stop`` is
-    set (a signal: 0; a turn in flight goes on in the daemon) or the daemon goes away (1).
-    None when no daemon answers at ``path``."""
-    connected = await connect(path)
-    if connected is None:
-        return None
-    reader, writer, _ = connected
-    remote = RemoteInbound(reader, writer, console)
-    events = asyncio.create_task(remote.run(), name="console.events")
-    await console.start(remote)
-    session = asyncio.create_task(console.interact(), name="console")
-    stopping = asyncio.create_task(stop.wait(), name="console.stop")
-    try:
-        await asyncio.wait({session, events, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if events.done():
-            console.notice("(the Bruce daemon stopped; leaving)")
-            return 1
-        if session.done():
-            session.result()  # /quit or end of input (or what interact raised)
-        elif console.busy:
-            console.notice("(left; the daemon finishes the reply in progress, shown the next time you attach)")
-        return 0
-    finally:
-        for task in (session, events, stopping):
-            task.cancel()
-        await asyncio.gather(session, events, stopping, return_exceptions=True)
-        remote.close()
-        await console.stop()

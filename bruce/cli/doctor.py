@@ -352,7 +352,7 @@ async def _channels(config: Config, raw: Any, timeout_s: float) -> list[Finding]
 
 async def _daemon(config: Config) -> list[Finding]:
     """A running daemon, asked over its console socket when each channel last received."""
-    from bruce.app import daemon_health
+    from bruce.cli.daemon import daemon_health
 
     health = await daemon_health(config)
     if health is None:

@@ -143,7 +143,7 @@ async def _change(config: Config, book: JobBook, verb: str, job_id: str) -> int:
     except JobError as exc:
         print(f"bruce: {exc}; nothing changed", file=sys.stderr)
         return 1
-    from bruce.app import jobs_changed_on_daemon
+    from bruce.cli.daemon import jobs_changed_on_daemon
 
     told = await jobs_changed_on_daemon(config)
     print(f"{_CHANGES[verb]}: {view.line()}")

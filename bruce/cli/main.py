@@ -148,7 +148,8 @@ async def _serve(config: Config, redactor: Redactor) -> int:
 
 
 async def _chat(config: Config, redactor: Redactor) -> int:
-    from bruce.app import attach_console, build_app, console_channel
+    from bruce.app import build_app, console_channel
+    from bruce.cli.daemon import attach_console
     from bruce.clock import SystemClock
 
     signals = _Signals(asyncio.get_running_loop())
@@ -229,7 +230,7 @@ async def _decide_locally(config: Config, confirmation_id: str, approve: bool, c
     """``bruce approve`` / ``deny``: delivered to the running daemon over its console socket (it
     runs the action at once); with no daemon, written to the database, where the daemon serving
     the conversation picks it up within ``tools.approval_poll_s`` of starting."""
-    from bruce.app import decide_on_daemon
+    from bruce.cli.daemon import decide_on_daemon
 
     decision = await decide_on_daemon(config, confirmation_id.lower(), approve)
     if decision is None:

@@ -8,6 +8,7 @@ It exits 1 when an enabled server is not ready, so a script can watch it.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from typing import Any
@@ -30,14 +31,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def mcp_command(config: Config, args: argparse.Namespace) -> int:
-    from bruce.app import mcp_status_on_daemon, probe_mcp, serve_mcp
+    from bruce.app import probe_mcp
+    from bruce.cli.daemon import mcp_status_on_daemon
 
     if args.mcp_command == "serve":
         port = config.mcp_serve.port if args.port is None else args.port
         if not 0 <= port <= 65535:
             print(f"bruce: --port {port}: give a port from 0 to 65535", file=sys.stderr)
             return 2
-        await serve_mcp(config, transport=args.transport, port=port)
+        await _serve(config, transport=args.transport, port=port)
         return 0
     if not config.mcp_servers:
         print("No MCP servers are configured (mcp_servers in the config).")
@@ -51,6 +53,26 @@ async def mcp_command(config: Config, args: argparse.Namespace) -> int:
     else:
         _table(servers, live)
     return 0 if all(s["state"] in ("ready", "disabled") for s in servers) else 1
+
+
+async def _serve(config: Config, *, transport: str, port: int) -> None:
+    """``bruce mcp serve``; a job made or changed over MCP is told to the running daemon, which
+    arms it at once (none running: it waits in the database for the next start)."""
+    from bruce.app import serve_mcp
+    from bruce.cli.daemon import jobs_changed_on_daemon
+
+    notices: set[asyncio.Task[bool]] = set()
+
+    def tell_daemon(_job_id: str) -> None:
+        task = asyncio.create_task(jobs_changed_on_daemon(config))
+        notices.add(task)
+        task.add_done_callback(notices.discard)
+
+    try:
+        await serve_mcp(config, transport=transport, port=port, on_job_changed=tell_daemon)
+    finally:
+        if notices:
+            await asyncio.wait(notices, timeout=3)
 
 
 def _table(servers: list[dict[str, Any]], live: bool) -> None:

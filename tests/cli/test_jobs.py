@@ -10,10 +10,10 @@ import sys
 import pytest
 import yaml
 
-from bruce.app import build_app, jobs_changed_on_daemon, socket_console
+from bruce.app import build_app, socket_console
+from bruce.cli.daemon import jobs_changed_on_daemon, jobs_changed_over_socket
 from bruce.cli.main import main
 from bruce.values import JobStatus
-from channels.console_socket import jobs_changed_over_socket
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from zoneinfo import ZoneInfo
 
 from bruce.clock import SystemClock
 from bruce.jobs.book import JobBook
+from bruce.runtime.console_wire import CHAT_ID
 from bruce.store import Store
-from channels.console_socket import CHAT_ID
 from tests.cli.test_main import BRUCE, clean_env, write_config
 from tests.fakes.llm_server import closed_base_url
 from tests.helpers import db_rows

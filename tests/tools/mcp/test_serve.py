@@ -15,7 +15,8 @@ import httpx
 import pytest
 import yaml
 
-from bruce.app import build_app, mcp_status_on_daemon, socket_console
+from bruce.app import build_app, socket_console
+from bruce.cli.daemon import mcp_status_on_daemon
 from tests.helpers import db_rows
 from tests.tools.mcp.test_bridge import ROOT, SLOW_START_S, stdio_server
 
