@@ -349,3 +349,34 @@ async def test_a_peer_of_another_user_is_refused(daemon, daemon_config, monkeypa
     monkeypatch.setattr(module.os, "getuid", lambda: me)
     (answer,) = await request_lines(daemon_config.console.socket_path, b'{"op": "hello", "version": 1}')
     assert answer["ev"] == "hello"
+
+
+class ChatOnly:
+    """The worker's chat doors, and nothing of the owner's control."""
+
+    async def deliver(self, message):
+        return None
+
+    async def decide(self, conversation_id, user_id, confirmation_id, approve):
+        raise AssertionError("not asked here")
+
+
+async def test_a_console_started_without_control_serves_chat_and_refuses_the_owners_requests(daemon_config, clock):
+    console = socket_console(daemon_config, clock)
+    await console.start(ChatOnly())
+    try:
+        answers = await request_lines(daemon_config.console.socket_path, b'{"op": "hello", "version": 1}',
+                                      b'{"op": "health", "ref": 2}', b'{"op": "jobs_changed", "ref": 3}',
+                                      b'{"op": "decide", "ref": 4, "id": "abcd1234", "approve": true, "local": true}')
+    finally:
+        await console.stop()
+    assert answers[0]["ev"] == "hello"
+    assert [(a["ev"], a["ref"], a["error"]) for a in answers[1:]] == [
+        ("error", ref, "this console serves chat only") for ref in (2, 3, 4)]
+
+
+async def test_the_daemon_answers_health_and_mcp_status_from_its_control(daemon, daemon_config):
+    health, servers = await request_lines(daemon_config.console.socket_path, b'{"op": "health", "ref": 1}',
+                                          b'{"op": "mcp_status", "ref": 2}')
+    assert health == {"ev": "health", "ref": 1, "last_receive": daemon.control.health()}
+    assert servers == {"ev": "mcp_status", "ref": 2, "servers": []}  # no MCP server is configured
