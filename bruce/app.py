@@ -7,10 +7,11 @@ section with no factory is reported, not silently ignored.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
-import sys
-from collections.abc import Callable, Mapping
+import socket
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from tools.mcp.bridge import MCPBridge
 
 __all__ = ["App", "build_app", "CHANNEL_FACTORIES", "console_channel", "socket_console", "web_chat", "tool_set",
-           "stop_tool_workers", "probe_mcp", "serve_mcp", "connect_mcp"]
+           "stop_tool_workers", "probe_mcp", "tool_server", "ToolServer", "connect_mcp"]
 
 log = structlog.get_logger(__name__)
 
@@ -112,13 +113,37 @@ async def probe_mcp(config: Config) -> list[dict[str, Any]]:
         await bridge.stop()
 
 
-async def serve_mcp(config: Config, *, transport: str, port: int, redactor: Redactor | None = None,
-                    on_job_changed: Callable[[str], None] | None = None) -> None:
-    """``bruce mcp serve``: Bruce's own tools (not those it takes from MCP servers) for another MCP
-    client, over stdio or HTTP on 127.0.0.1 with the admin token as a bearer (``tools/mcp/serve``).
-    ``on_job_changed(job_id)``: told of each job made or changed over MCP (the CLI tells the
-    running daemon, so it arms the job now)."""
-    from bruce.admin.auth import resolve_token
+class ToolServer:
+    """Bruce's own tools (not those it takes from MCP servers) as an MCP server for another
+    client (``bruce mcp serve``, ``tools/mcp/serve``), over the database ``tool_server`` opened."""
+
+    def __init__(self, server: Any) -> None:
+        self._server = server
+
+    async def serve_stdio(self) -> None:
+        from tools.mcp import serve
+
+        await serve.serve_stdio(self._server)
+
+    def bind(self, port: int) -> socket.socket:
+        """The listening socket on 127.0.0.1; raises OSError when the port is taken."""
+        from tools.mcp import serve
+
+        return serve.bind_loopback(port)
+
+    async def serve_http(self, sock: socket.socket, token: str) -> None:
+        """Serve on ``sock`` with ``token`` as the bearer every request must carry."""
+        from tools.mcp import serve
+
+        await serve.serve_http(self._server, sock=sock, token=token)
+
+
+@contextlib.asynccontextmanager
+async def tool_server(config: Config, *, transport: str, redactor: Redactor | None = None,
+                      on_job_changed: Callable[[str], None] | None = None) -> AsyncIterator[ToolServer]:
+    """Open the database, register the built-in tools and yield them as an MCP server; on the
+    way out, close the database and stop the tools' worker processes. ``on_job_changed(job_id)``:
+    told of each job made or changed over MCP (the CLI tells the running daemon)."""
     from tools.builtin import shutdown_tools
     from tools.mcp import serve
 
@@ -136,19 +161,7 @@ async def serve_mcp(config: Config, *, transport: str, port: int, redactor: Reda
         server = serve.build_server(registry, trusted=config.mcp_serve.trusted, conversation_id=conversation)
         log.info("mcp_serve.starting", transport=transport, conversation=conversation,
                  tools=sorted(serve.exposed(registry, trusted=config.mcp_serve.trusted)))
-        if transport == "stdio":
-            await serve.serve_stdio(server)
-            return
-        token, generated = resolve_token(config.admin.token.get_secret_value() if config.admin.token else None,
-                                         host="127.0.0.1", data_dir=config.storage.path.parent)
-        if generated is not None:
-            print(f"bruce mcp serve: the bearer token is the admin token, in {generated}", file=sys.stderr)
-        try:
-            sock = serve.bind_loopback(port)
-        except OSError as exc:
-            raise BruceError(f"bruce mcp serve cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); "
-                             "choose another with --port or mcp_serve.port") from None
-        await serve.serve_http(server, sock=sock, token=token)
+        yield ToolServer(server)
     finally:
         await store.close()
         shutdown_tools()

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bruce.config.schema import Config
+from bruce.errors import BruceError
 
 __all__ = ["add_arguments", "mcp_command"]
 
@@ -56,9 +57,11 @@ async def mcp_command(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _serve(config: Config, *, transport: str, port: int) -> None:
-    """``bruce mcp serve``; a job made or changed over MCP is told to the running daemon, which
-    arms it at once (none running: it waits in the database for the next start)."""
-    from bruce.app import serve_mcp
+    """``bruce mcp serve``: over stdio, or HTTP on 127.0.0.1 with the admin token as a bearer. A
+    job made or changed over MCP is told to the running daemon, which arms it at once (none
+    running: it waits in the database for the next start)."""
+    from bruce.admin.auth import resolve_token
+    from bruce.app import tool_server
     from bruce.cli.daemon import jobs_changed_on_daemon
 
     notices: set[asyncio.Task[bool]] = set()
@@ -68,11 +71,24 @@ async def _serve(config: Config, *, transport: str, port: int) -> None:
         notices.add(task)
         task.add_done_callback(notices.discard)
 
-    try:
-        await serve_mcp(config, transport=transport, port=port, on_job_changed=tell_daemon)
-    finally:
-        if notices:
-            await asyncio.wait(notices, timeout=3)
+    async with tool_server(config, transport=transport, on_job_changed=tell_daemon) as served:
+        try:
+            if transport == "stdio":
+                await served.serve_stdio()
+                return
+            token, generated = resolve_token(config.admin.token.get_secret_value() if config.admin.token else None,
+                                             host="127.0.0.1", data_dir=config.storage.path.parent)
+            if generated is not None:
+                print(f"bruce mcp serve: the bearer token is the admin token, in {generated}", file=sys.stderr)
+            try:
+                sock = served.bind(port)
+            except OSError as exc:
+                raise BruceError(f"bruce mcp serve cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); "
+                                 "choose another with --port or mcp_serve.port") from None
+            await served.serve_http(sock, token)
+        finally:
+            if notices:
+                await asyncio.wait(notices, timeout=3)
 
 
 def _table(servers: list[dict[str, Any]], live: bool) -> None:
