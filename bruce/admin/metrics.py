@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from bruce.store import Store
+from bruce.store.stats import Count, LatencyHistogram, StatsStore
 
 __all__ = ["render_metrics", "CONTENT_TYPE"]
 
@@ -32,47 +32,46 @@ class _Fixed(Collector):
         yield from self._metrics
 
 
-async def _histogram(store: Store, name: str, doc: str, table: str) -> HistogramMetricFamily:
-    cases = ", ".join(f"SUM(CASE WHEN latency_ms <= {b * 1000} THEN 1 ELSE 0 END) AS b{i}"
-                      for i, b in enumerate(BUCKETS_S))
-    row = await store.database.row(f"SELECT COUNT(*) AS n, COALESCE(SUM(latency_ms), 0) AS total, {cases} FROM {table}")
-    assert row is not None
-    buckets = [(str(b), float(row[f"b{i}"] or 0)) for i, b in enumerate(BUCKETS_S)]
-    buckets.append(("+Inf", float(row["n"])))
-    return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=float(row["total"]) / 1000)
+def _histogram(name: str, doc: str, found: LatencyHistogram) -> HistogramMetricFamily:
+    buckets = [(str(b), float(n)) for b, n in zip(BUCKETS_S, found.at_most, strict=True)]
+    buckets.append(("+Inf", float(found.count)))
+    return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=found.total_ms / 1000)
 
 
-async def render_metrics(store: Store) -> bytes:
-    db = store.database
-    turns = CounterMetricFamily("bruce_turns", "Turns by source and status.", labels=["source", "status"])
-    for r in await db.rows("SELECT source, status, COUNT(*) AS n FROM turns GROUP BY source, status"):
-        turns.add_metric([r["source"], r["status"]], r["n"])
-    calls = CounterMetricFamily("bruce_llm_calls", "Model calls by model and status.", labels=["model", "status"])
+def _counter(name: str, doc: str, labels: list[str], counts: list[Count]) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for count in counts:
+        family.add_metric(list(count.labels), count.n)
+    return family
+
+
+async def _llm(stats: StatsStore) -> list[Metric]:
+    calls = _counter("bruce_llm_calls", "Model calls by model and status.", ["model", "status"],
+                     await stats.llm_calls_by_model_status())
     tokens = CounterMetricFamily("bruce_llm_tokens", "Tokens by model and kind.", labels=["model", "kind"])
     cost = CounterMetricFamily("bruce_llm_cost_usd", "Cost by model, from litellm's cost map.", labels=["model"])
-    for r in await db.rows("SELECT model, status, COUNT(*) AS n, COALESCE(SUM(prompt_tokens), 0) AS p,"
-                           " COALESCE(SUM(completion_tokens), 0) AS c, COALESCE(SUM(cost_usd), 0) AS usd"
-                           " FROM llm_calls GROUP BY model, status"):
-        calls.add_metric([r["model"], r["status"]], r["n"])
-    for r in await db.rows("SELECT model, COALESCE(SUM(prompt_tokens), 0) AS p, COALESCE(SUM(completion_tokens), 0)"
-                           " AS c, COALESCE(SUM(cost_usd), 0) AS usd FROM llm_calls GROUP BY model"):
-        tokens.add_metric([r["model"], "prompt"], r["p"])
-        tokens.add_metric([r["model"], "completion"], r["c"])
-        cost.add_metric([r["model"]], r["usd"])
-    tools = CounterMetricFamily("bruce_tool_executions", "Tool executions by tool and status.",
-                                labels=["tool", "status"])
-    for r in await db.rows("SELECT tool_name, status, COUNT(*) AS n FROM tool_executions GROUP BY tool_name, status"):
-        tools.add_metric([r["tool_name"], r["status"]], r["n"])
+    for totals in await stats.llm_totals_by_model():
+        tokens.add_metric([totals.model, "prompt"], totals.prompt_tokens)
+        tokens.add_metric([totals.model, "completion"], totals.completion_tokens)
+        cost.add_metric([totals.model], totals.usd)
+    return [calls, tokens, cost]
+
+
+async def render_metrics(stats: StatsStore) -> bytes:
+    turns = _counter("bruce_turns", "Turns by source and status.", ["source", "status"],
+                     await stats.turns_by_source_status())
+    tools = _counter("bruce_tool_executions", "Tool executions by tool and status.", ["tool", "status"],
+                     await stats.tool_executions_by_tool_status())
     unsent = GaugeMetricFamily("bruce_outbox_unsent", "Replies stored and not sent yet.")
-    row = await db.row("SELECT COUNT(*) AS n FROM messages WHERE direction = 'out' AND status IN ('pending', 'unsent')")
-    unsent.add_metric([], row["n"] if row else 0)
+    unsent.add_metric([], await stats.unsent_replies())
     jobs = GaugeMetricFamily("bruce_jobs", "Proactive jobs by status.", labels=["status"])
-    for r in await db.rows("SELECT status, COUNT(*) AS n FROM proactive_jobs GROUP BY status"):
-        jobs.add_metric([r["status"]], r["n"])
-    metrics: list[Metric] = [turns, calls, tokens, cost, tools, unsent, jobs,
-                             await _histogram(store, "bruce_llm_call_latency_seconds", "Model call latency.", "llm_calls"),
-                             await _histogram(store, "bruce_tool_latency_seconds", "Tool execution latency.",
-                                              "tool_executions")]
+    for count in await stats.jobs_by_status():
+        jobs.add_metric(list(count.labels), count.n)
+    bounds_ms = [b * 1000 for b in BUCKETS_S]
+    metrics: list[Metric] = [
+        turns, *await _llm(stats), tools, unsent, jobs,
+        _histogram("bruce_llm_call_latency_seconds", "Model call latency.", await stats.llm_call_latency(bounds_ms)),
+        _histogram("bruce_tool_latency_seconds", "Tool execution latency.", await stats.tool_latency(bounds_ms))]
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Fixed(metrics))
     return generate_latest(registry)

@@ -181,9 +181,9 @@ class AdminServer:
     async def _healthz(self, request: web.Request) -> web.Response:
         found: dict[str, Any] = {"status": "ok"}
         try:
-            row = await self._store.database.row("SELECT max(created_at) AS at FROM llm_calls WHERE status = 'ok'")
+            last_ok = await self._store.audit.last_ok_llm_call()
             found["database"] = "ok"
-            found["llm_last_ok"] = row["at"] if row else None
+            found["llm_last_ok"] = last_ok
         except Exception as exc:  # the page says what is wrong; it never fails itself
             cause = exc.__cause__ or exc  # (sqlite3's error, inside the store's StoreError)
             found.update(status="degraded", database=f"error: {type(cause).__name__}", llm_last_ok=None)
@@ -304,7 +304,7 @@ class AdminServer:
     async def _metrics(self, request: web.Request) -> web.Response:
         from bruce.admin.metrics import render_metrics
 
-        body = await render_metrics(self._store)
+        body = await render_metrics(self._store.stats)
         return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
     # llm calls ------------------------------------------------------------------------------
@@ -420,10 +420,8 @@ class AdminServer:
     async def _chat_page(self, request: web.Request) -> web.Response:
         if not self._chat_routes:
             raise web.HTTPNotFound(text="web chat is served by `bruce run`")
-        rows = await self._store.database.rows(
-            "SELECT direction, kind, text FROM messages WHERE conversation_id = 'web:owner'"
-            " ORDER BY id DESC LIMIT 50")
-        return self._page("chat.html", request=request, history=list(reversed([dict(r) for r in rows])))
+        history = await self._store.messages.latest("web:owner", limit=50)
+        return self._page("chat.html", request=request, history=history)
 
     # pairing --------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """The one database, by concern: ``Store.open(path, clock)`` gives one connection and one write
 lock shared by ``messages`` (conversations, messages, summaries, turns), ``audit`` (llm_calls,
 tool_executions, idempotency keys), ``confirmations``, ``artifacts`` and ``pairing``
-(pairing_requests, paired_users), ``jobs`` (proactive_jobs, job_runs), ``usage`` (sums over llm_calls; budget_allowances, budget_notices). New concerns (memory) get a module here and an
+(pairing_requests, paired_users), ``jobs`` (proactive_jobs, job_runs), ``usage`` (sums over llm_calls; budget_allowances, budget_notices), ``stats`` (totals across tables, for
+the metrics). New concerns (memory) get a module here and an
 attribute on ``Store``."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from bruce.store.records import (
     Summary,
     ToolExecutionRecord,
 )
+from bruce.store.stats import StatsStore
 from bruce.store.usage import UsageStore
 
 __all__ = [
@@ -56,6 +58,7 @@ class Store:
         self.jobs = JobStore(database)
         self.usage = UsageStore(database)
         self.memory = MemoryStore(database)
+        self.stats = StatsStore(database)
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock, *, busy_timeout_ms: int = 5000, create: bool = True) -> Store:

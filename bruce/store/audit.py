@@ -99,3 +99,8 @@ class AuditStore:
         """Newest first; ``filters`` on model, status, ``since`` / ``until``; ``before_id``: the cursor."""
         return await self._page("llm_calls", ("model", "status"), filters, before_id=before_id, after_id=None,
                                 limit=limit)
+
+    async def last_ok_llm_call(self) -> str | None:
+        """When the latest model call that succeeded was recorded (None: never); for ``/healthz``."""
+        row = await self._db.row("SELECT max(created_at) AS at FROM llm_calls WHERE status = 'ok'")
+        return row["at"] if row else None

@@ -351,3 +351,11 @@ class MessageStore:
             " AND status = 'running'",
             (error, self._db.now(), message_id),
         )
+
+    async def latest(self, conversation_id: str, *, limit: int) -> list[StoredMessage]:
+        """The last ``limit`` messages of a conversation, of every kind and status, oldest first
+        (what the web chat shows when it opens)."""
+        rows = await self._db.rows(
+            f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY id DESC LIMIT ?",
+            (conversation_id, limit))
+        return [from_row(StoredMessage, r) for r in reversed(rows)]
