@@ -12,16 +12,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from bruce.store.stats import Count, LatencyHistogram, StatsStore
 
-__all__ = ["render_metrics", "CONTENT_TYPE"]
+__all__ = ["MetricsPage", "render_metrics", "CONTENT_TYPE"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class MetricsPage:
+    def __init__(self, stats: StatsStore) -> None:
+        self._stats = stats
+
+    def routes(self) -> list[web.RouteDef]:
+        return [web.get("/metrics", self._metrics)]
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=await render_metrics(self._stats), headers={"Content-Type": CONTENT_TYPE})
 
 
 class _Fixed(Collector):
