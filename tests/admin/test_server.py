@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from aiohttp.test_utils import TestClient, TestServer
 
+from bruce.admin import AdminServer
 from bruce.admin.auth import resolve_token
 from bruce.cli.main import main
 from bruce.errors import ConfigError
+from bruce.store import Store
 from tests.helpers import ADMIN_TOKEN as TOKEN
 from tests.helpers import BEARER
 
@@ -70,6 +73,21 @@ async def test_healthz_needs_no_token_and_says_what_runs(admin):
     body = await response.json()
     assert body["status"] == "ok" and body["database"] == "ok" and body["scheduler"] == "running"
     assert "test" in body["channels"] and "llm_last_ok" in body
+
+
+async def test_healthz_says_503_degraded_when_the_database_fails(tmp_path, clock):
+    store = await Store.open(tmp_path / "b.db", clock)
+    server = AdminServer(store=store, clock=clock, token=TOKEN, host="127.0.0.1", port=0)
+    client = TestClient(TestServer(server.app))
+    await client.start_server()
+    try:
+        await store.close()  # every read fails from now on
+        response = await client.get("/healthz")
+        assert response.status == 503
+        body = await response.json()
+        assert body["status"] == "degraded" and body["database"].startswith("error: ") and body["llm_last_ok"] is None
+    finally:
+        await client.close()
 
 
 def test_a_token_is_generated_once_with_mode_0600(tmp_path: Path):
