@@ -4,10 +4,22 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import Any
 
 from bruce.store.database import Database
-from bruce.store.records import LLMCallRecord, ToolExecutionRecord, to_json
+from bruce.store.records import (
+    LLMCallRecord,
+    StoredLLMCall,
+    StoredToolExecution,
+    StoredTurn,
+    ToolExecutionRecord,
+    TracedMessage,
+    TracedReply,
+    TurnTrace,
+    from_row,
+    to_json,
+)
 
 __all__ = ["AuditStore"]
 
@@ -49,14 +61,15 @@ class AuditStore:
     # the admin page's view ---------------------------------------------------------------
 
     async def tool_executions(self, *, filters: dict[str, str], before_id: int | None, limit: int,
-                              after_id: int | None = None) -> list[dict[str, Any]]:
+                              after_id: int | None = None) -> list[StoredToolExecution]:
         """Newest first; ``filters`` by column (tool_name, status, conversation_id, source) and
         ``since`` / ``until`` on created_at; ``before_id``: the cursor (the last id of the page before)."""
-        return await self._page("tool_executions", ("tool_name", "status", "conversation_id", "source"), filters,
+        rows = await self._page("tool_executions", ("tool_name", "status", "conversation_id", "source"), filters,
                                 before_id=before_id, after_id=after_id, limit=limit)
+        return [from_row(StoredToolExecution, r) for r in rows]
 
     async def _page(self, table: str, columns: tuple[str, ...], filters: dict[str, str], *, before_id: int | None,
-                    after_id: int | None, limit: int) -> list[dict[str, Any]]:
+                    after_id: int | None, limit: int) -> list[sqlite3.Row]:
         """Rows of ``table`` (a name from this module, never from a request), newest first."""
         where: list[str] = []
         params: list[Any] = []
@@ -70,35 +83,37 @@ class AuditStore:
                 where.append(clause)
                 params.append(value)
         sql = f"SELECT * FROM {table}" + (" WHERE " + " AND ".join(where) if where else "")
-        return [dict(r) for r in await self._db.rows(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))]
+        return await self._db.rows(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
 
-    async def tool_execution(self, execution_id: int) -> dict[str, Any] | None:
+    async def tool_execution(self, execution_id: int) -> StoredToolExecution | None:
         row = await self._db.row("SELECT * FROM tool_executions WHERE id = ?", (execution_id,))
-        return dict(row) if row else None
+        return from_row(StoredToolExecution, row) if row else None
 
-    async def turn_trace(self, turn_id: str) -> dict[str, Any] | None:
+    async def turn_trace(self, turn_id: str) -> TurnTrace | None:
         """One turn, its message, its model calls and tool executions (in order) and its replies."""
         turn = await self._db.row("SELECT * FROM turns WHERE id = ?", (turn_id,))
         if turn is None:
             return None
-        found: dict[str, Any] = {"turn": dict(turn), "message": None}
+        message = None
         if turn["inbound_message_id"] is not None:
             message = await self._db.row("SELECT id, text, sender_id, created_at FROM messages WHERE id = ?",
                                          (turn["inbound_message_id"],))
-            found["message"] = dict(message) if message else None
-        found["llm_calls"] = [dict(r) for r in await self._db.rows(
-            "SELECT * FROM llm_calls WHERE turn_id = ? ORDER BY seq, id", (turn_id,))]
-        found["tool_executions"] = [dict(r) for r in await self._db.rows(
-            "SELECT * FROM tool_executions WHERE turn_id = ? ORDER BY id", (turn_id,))]
-        found["replies"] = [dict(r) for r in await self._db.rows(
+        calls = await self._db.rows("SELECT * FROM llm_calls WHERE turn_id = ? ORDER BY seq, id", (turn_id,))
+        executions = await self._db.rows("SELECT * FROM tool_executions WHERE turn_id = ? ORDER BY id", (turn_id,))
+        replies = await self._db.rows(
             "SELECT id, kind, text, status, created_at FROM messages WHERE turn_id = ? AND direction = 'out'"
-            " ORDER BY id", (turn_id,))]
-        return found
+            " ORDER BY id", (turn_id,))
+        return TurnTrace(turn=from_row(StoredTurn, turn),
+                         message=from_row(TracedMessage, message) if message else None,
+                         llm_calls=[from_row(StoredLLMCall, r) for r in calls],
+                         tool_executions=[from_row(StoredToolExecution, r) for r in executions],
+                         replies=[from_row(TracedReply, r) for r in replies])
 
-    async def llm_calls(self, *, filters: dict[str, str], before_id: int | None, limit: int) -> list[dict[str, Any]]:
+    async def llm_calls(self, *, filters: dict[str, str], before_id: int | None, limit: int) -> list[StoredLLMCall]:
         """Newest first; ``filters`` on model, status, ``since`` / ``until``; ``before_id``: the cursor."""
-        return await self._page("llm_calls", ("model", "status"), filters, before_id=before_id, after_id=None,
+        rows = await self._page("llm_calls", ("model", "status"), filters, before_id=before_id, after_id=None,
                                 limit=limit)
+        return [from_row(StoredLLMCall, r) for r in rows]
 
     async def last_ok_llm_call(self) -> str | None:
         """When the latest model call that succeeded was recorded (None: never); for ``/healthz``."""

@@ -175,3 +175,96 @@ class PairingRequestRecord:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", PairingState(self.status))
+
+
+def as_dict(record: Any) -> dict[str, Any]:
+    """A record's fields by name, in their order (for a JSON answer)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
+@dataclass(frozen=True, slots=True)
+class StoredLLMCall:
+    """An ``llm_calls`` row as the audit shows it."""
+
+    id: int
+    turn_id: str
+    seq: int
+    model: str
+    status: str
+    latency_ms: float
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+    error: str | None
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredToolExecution:
+    """A ``tool_executions`` row as the audit shows it (``input`` and ``output`` as stored: JSON text)."""
+
+    id: int
+    turn_id: str | None
+    conversation_id: str | None
+    call_id: str | None
+    tool_name: str
+    risk: str | None
+    input: str
+    output: str | None
+    status: str
+    error: str | None
+    latency_ms: float
+    source: str
+    idempotency_key: str | None
+    created_at: str
+    server: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTurn:
+    id: str
+    conversation_id: str
+    inbound_message_id: int | None
+    source: str
+    status: str
+    llm_calls: int
+    tool_calls: int
+    hit_ceiling: int
+    stopped_repeat: int
+    unbacked_claims: int
+    job_id: str | None
+    error: str | None
+    started_at: str
+    finished_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TracedMessage:
+    """The message a turn answered, as its trace shows it."""
+
+    id: int
+    text: str
+    sender_id: str | None
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class TracedReply:
+    """A reply a turn stored, as its trace shows it."""
+
+    id: int
+    kind: str
+    text: str
+    status: str
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnTrace:
+    """One turn, the message it answered, its model calls (in order), its tool executions and its replies."""
+
+    turn: StoredTurn
+    message: TracedMessage | None
+    llm_calls: list[StoredLLMCall]
+    tool_executions: list[StoredToolExecution]
+    replies: list[TracedReply]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Protocol, TypeVar
 
 from bruce.clock import utc_iso
 from bruce.values import TurnSource
@@ -14,6 +14,14 @@ from bruce.values import TurnSource
 __all__ = ["BadRequest", "MAX_LIMIT", "parse_filters", "one_page"]
 
 MAX_LIMIT = 200
+
+
+class _Row(Protocol):
+    @property
+    def id(self) -> int: ...
+
+
+_R = TypeVar("_R", bound=_Row)
 
 
 class BadRequest(ValueError):
@@ -57,8 +65,8 @@ def _checked(name: str, value: str, statuses: tuple[str, ...]) -> str:
     return value
 
 
-def one_page(rows: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], int | None]:
+def one_page(rows: list[_R], limit: int) -> tuple[list[_R], int | None]:
     """``rows`` asked for as ``limit + 1``: the page, and the cursor of the next (None: no more)."""
     more = len(rows) > limit
     rows = rows[:limit]
-    return rows, (rows[-1]["id"] if more and rows else None)
+    return rows, (rows[-1].id if more and rows else None)

@@ -5,7 +5,6 @@ budget, and latency and token charts drawn on the server) and ``GET /api/llm-cal
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from aiohttp import web
@@ -16,6 +15,7 @@ from bruce.clock import Clock
 from bruce.llm.budget import Budget
 from bruce.llm.usage import usage_by_day
 from bruce.store import Store
+from bruce.store.records import StoredLLMCall, as_dict
 
 __all__ = ["LLMPages", "svg_points"]
 
@@ -44,7 +44,7 @@ class LLMPages:
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/llm", self._llm_page), web.get("/api/llm-calls", self._api_llm_calls)]
 
-    async def _calls(self, query: Mapping[str, str]) -> tuple[list[dict[str, Any]], int | None]:
+    async def _calls(self, query: Mapping[str, str]) -> tuple[list[StoredLLMCall], int | None]:
         filters, limit, cursor = parse_filters(query, FILTERS, STATUSES)
         return one_page(await self._store.audit.llm_calls(filters=filters, before_id=cursor, limit=limit + 1), limit)
 
@@ -53,7 +53,7 @@ class LLMPages:
             items, next_cursor = await self._calls(request.query)
         except BadRequest as exc:
             return web.json_response({"error": str(exc)}, status=400)
-        return web.json_response({"items": items, "next_cursor": next_cursor})
+        return web.json_response({"items": [as_dict(c) for c in items], "next_cursor": next_cursor})
 
     async def _llm_page(self, request: web.Request) -> web.Response:
         try:
@@ -64,6 +64,6 @@ class LLMPages:
         spend = await self._budget.spend() if self._budget is not None else None
         chart = list(reversed(items[:100]))
         return self._page("llm.html", request=request, items=items, usage=rows, hits=hits, spend=spend,
-                          latency=svg_points([c["latency_ms"] for c in chart]),
-                          tokens=svg_points([(c["prompt_tokens"] or 0) + (c["completion_tokens"] or 0) for c in chart]),
+                          latency=svg_points([c.latency_ms for c in chart]),
+                          tokens=svg_points([(c.prompt_tokens or 0) + (c.completion_tokens or 0) for c in chart]),
                           older=f"/llm?cursor={next_cursor}" if next_cursor else None)

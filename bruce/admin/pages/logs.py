@@ -17,7 +17,7 @@ from aiohttp import web
 from bruce.admin.pages.listing import MAX_LIMIT, BadRequest, one_page, parse_filters
 from bruce.admin.pages.rendering import Page
 from bruce.store.audit import AuditStore
-from bruce.store.records import from_json
+from bruce.store.records import StoredToolExecution, from_json
 from bruce.values import ToolStatus, TurnSource
 
 __all__ = ["LogPages", "execution_item"]
@@ -27,12 +27,12 @@ FILTERS = {"tool": "tool_name", "status": "status", "conversation": "conversatio
 TOOL_STATUSES = tuple(status.value for status in ToolStatus)
 
 
-def execution_item(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``tool_executions`` row as the API and the pages show it (input and output decoded)."""
-    return {"id": row["id"], "tool_name": row["tool_name"], "status": row["status"], "risk": row["risk"],
-            "source": row["source"], "conversation_id": row["conversation_id"], "turn_id": row["turn_id"],
-            "latency_ms": row["latency_ms"], "started_at": row["created_at"], "input": from_json(row["input"]),
-            "output": from_json(row["output"]), "error": row["error"]}
+def execution_item(row: StoredToolExecution) -> dict[str, Any]:
+    """A tool execution as the API and the pages show it (input and output decoded)."""
+    return {"id": row.id, "tool_name": row.tool_name, "status": row.status, "risk": row.risk,
+            "source": row.source, "conversation_id": row.conversation_id, "turn_id": row.turn_id,
+            "latency_ms": row.latency_ms, "started_at": row.created_at, "input": from_json(row.input),
+            "output": from_json(row.output), "error": row.error}
 
 
 class LogPages:
@@ -98,8 +98,8 @@ class LogPages:
         while True:
             rows = await self._audit.tool_executions(filters={**filters}, before_id=None, limit=MAX_LIMIT,
                                                      after_id=last)
-            for row in sorted(rows, key=lambda r: int(r["id"])):
-                last = max(last, int(row["id"]))
+            for row in sorted(rows, key=lambda r: r.id):
+                last = max(last, row.id)
                 await response.write(f"data: {json.dumps(execution_item(row), ensure_ascii=False)}\n\n".encode())
             if not rows:
                 await response.write(b": waiting\n\n")

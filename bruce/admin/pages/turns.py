@@ -10,6 +10,7 @@ from aiohttp import web
 from bruce.admin.pages.logs import execution_item
 from bruce.admin.pages.rendering import Page
 from bruce.store.audit import AuditStore
+from bruce.store.records import as_dict
 
 __all__ = ["TurnPages"]
 
@@ -29,14 +30,14 @@ class TurnPages:
         trace = await self._audit.turn_trace(turn_id)
         if trace is None:
             return None
-        steps = [{"kind": "llm_call", "at": c["created_at"], "model": c["model"], "status": c["status"],
-                  "latency_ms": c["latency_ms"], "prompt_tokens": c["prompt_tokens"],
-                  "completion_tokens": c["completion_tokens"], "cost_usd": c["cost_usd"], "error": c["error"]}
-                 for c in trace["llm_calls"]]
-        steps += [{"kind": "tool_execution", **execution_item(t), "at": t["created_at"]}
-                  for t in trace["tool_executions"]]
+        steps = [{"kind": "llm_call", "at": c.created_at, "model": c.model, "status": c.status,
+                  "latency_ms": c.latency_ms, "prompt_tokens": c.prompt_tokens,
+                  "completion_tokens": c.completion_tokens, "cost_usd": c.cost_usd, "error": c.error}
+                 for c in trace.llm_calls]
+        steps += [{"kind": "tool_execution", **execution_item(t), "at": t.created_at} for t in trace.tool_executions]
         steps.sort(key=lambda step: (step["at"], 0 if step["kind"] == "llm_call" else 1))
-        return {"turn": trace["turn"], "message": trace["message"], "steps": steps, "replies": trace["replies"]}
+        return {"turn": as_dict(trace.turn), "message": as_dict(trace.message) if trace.message else None,
+                "steps": steps, "replies": [as_dict(r) for r in trace.replies]}
 
     async def _api_turn(self, request: web.Request) -> web.Response:
         trace = await self._trace(request)

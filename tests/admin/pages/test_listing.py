@@ -3,6 +3,8 @@ limit and the cursor; every bad parameter a ``BadRequest`` naming it; a page and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from bruce.admin.pages.listing import MAX_LIMIT, BadRequest, one_page, parse_filters
@@ -39,8 +41,13 @@ def test_a_bad_parameter_is_named(query, message):
     assert str(raised.value).startswith(message)
 
 
+@dataclass(frozen=True)
+class Row:
+    id: int
+
+
 def test_one_page_and_the_cursor_of_the_next():
-    rows = [{"id": i} for i in (9, 8, 7)]
-    assert one_page(rows, 2) == ([{"id": 9}, {"id": 8}], 8)
+    rows = [Row(i) for i in (9, 8, 7)]
+    assert one_page(rows, 2) == ([Row(9), Row(8)], 8)
     assert one_page(rows, 3) == (rows, None)
     assert one_page([], 5) == ([], None)
