@@ -268,3 +268,28 @@ class TurnTrace:
     llm_calls: list[StoredLLMCall]
     tool_executions: list[StoredToolExecution]
     replies: list[TracedReply]
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    """How many rows share ``labels`` (the grouped columns, in the order the method names them)."""
+
+    labels: tuple[str, ...]
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTotals:
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    usd: float
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyHistogram:
+    """``at_most[i]``: rows with ``latency_ms <= bounds_ms[i]``; ``count`` and ``total_ms`` over all rows."""
+
+    count: int
+    total_ms: float
+    at_most: tuple[int, ...]

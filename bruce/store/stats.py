@@ -5,36 +5,11 @@ the moment of asking (so every process, and every restart, reports the same tota
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from bruce.store.database import Database
+from bruce.store.records import Count, LatencyHistogram, ModelTotals
 
-__all__ = ["StatsStore", "Count", "ModelTotals", "LatencyHistogram"]
-
-
-@dataclass(frozen=True, slots=True)
-class Count:
-    """How many rows share ``labels`` (the grouped columns, in the order the method names them)."""
-
-    labels: tuple[str, ...]
-    n: int
-
-
-@dataclass(frozen=True, slots=True)
-class ModelTotals:
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    usd: float
-
-
-@dataclass(frozen=True, slots=True)
-class LatencyHistogram:
-    """``at_most[i]``: rows with ``latency_ms <= bounds_ms[i]``; ``count`` and ``total_ms`` over all rows."""
-
-    count: int
-    total_ms: float
-    at_most: tuple[int, ...]
+__all__ = ["StatsStore"]
 
 
 class StatsStore:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bruce.store import Store
-from bruce.store.records import LLMCallRecord, ToolExecutionRecord
-from bruce.store.stats import Count, LatencyHistogram, ModelTotals
+from bruce.store.records import Count, LatencyHistogram, LLMCallRecord, ModelTotals, ToolExecutionRecord
 from bruce.values import LLMCallStatus, MessageKind, MessageStatus, ToolStatus, TurnSource, TurnStatus
 
 
