@@ -421,7 +421,7 @@ class AdminServer:
         if not self._chat_routes:
             raise web.HTTPNotFound(text="web chat is served by `bruce run`")
         rows = await self._store.database.rows(
-            "SELECT direction, kind, text FROM messages WHERE conversation_id = 'web:owner'"
+            "SELECT direction, kind, text FROM messages WHERE conversation_id = 'web:owner' AND payload_kind = 'text'"
             " ORDER BY id DESC LIMIT 50")
         return self._page("chat.html", request=request, history=list(reversed([dict(r) for r in rows])))
 
