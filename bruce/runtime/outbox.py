@@ -96,8 +96,8 @@ class Outbox:
         return row_id
 
     async def flush(self, conversation_id: str) -> None:
-        """Send every stored, unsent reply of this conversation, oldest first; stop at the first
-        that cannot go out, so that order is kept."""
+        """Send every stored, unsent outbound row (reply, approval request, file) of this
+        conversation, oldest first; stop at the first that cannot go out, so that order is kept."""
         conversation = ConversationId.parse(conversation_id)
         channel = self._channels.get(conversation.channel)
         if channel is None:
@@ -142,8 +142,8 @@ class Outbox:
         except (ValueError, KeyError, TypeError):  # a payload this Bruce cannot read: it never will
             log.exception("outbox.unreadable_payload", message_id=message.id)
             error = ChannelSendError("unreadable payload", retryable=False)
-            await self._messages.record_send(message.id, status=MessageStatus.FAILED, parts_sent=message.parts_sent,
-                                             attempts=0, error=error.reason)
+            await asyncio.shield(self._messages.record_send(
+                message.id, status=MessageStatus.FAILED, parts_sent=message.parts_sent, attempts=0, error=error.reason))
             return error
         sent, failures = min(message.parts_sent, len(pieces)), 0
         while sent < len(pieces):

@@ -309,3 +309,21 @@ async def test_approval_requests_and_files_stay_out_of_the_models_history(app_fa
     await say(app, "hi")
     history = [(m["role"], m.get("content")) for m in fake_llm.requests[-1]["messages"][1:]]
     assert history == [("user", "save both"), ("assistant", "Saved; the note waits for you."), ("user", "hi")]
+
+
+async def test_a_payload_that_cannot_be_read_is_given_up_and_the_conversation_goes_on(app_factory, fake_llm, channel,
+                                                                                       tmp_path):
+    import sqlite3
+
+    app = await app_factory(tools={"files": {"notes_dir": str(tmp_path)}})
+    channel.confirmation_failures = [ChannelSendError("platform unreachable", retryable=False)]
+    fake_llm.add(write_note(), Step.text("Waiting for you."))
+    await say(app, "write it")
+    con = sqlite3.connect(app.config.storage.path)
+    with con:
+        con.execute("UPDATE messages SET payload = '[1, 2]' WHERE payload_kind = 'confirmation'")
+    con.close()
+    await app.outbox.post("test:c1", "a later notice")
+    assert channel.texts() == ["Waiting for you.", "a later notice"] and channel.confirmations == []
+    assert [(r["payload_kind"], r["status"]) for r in await outbound(app)] == [
+        ("text", "sent"), ("confirmation", "failed"), ("text", "sent")]
