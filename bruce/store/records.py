@@ -14,6 +14,7 @@ from bruce.values import (
     MessageKind,
     MessageStatus,
     PairingState,
+    PayloadKind,
     ToolStatus,
     TurnSource,
 )
@@ -71,11 +72,14 @@ class StoredMessage:
     send_attempts: int = 0
     send_error: str | None = None
     retry_at: str | None = None
+    payload_kind: PayloadKind = PayloadKind.TEXT  # what the outbox sends: the text, a confirmation, a file
+    payload: str | None = None  # JSON for a confirmation or a file
 
     def __post_init__(self) -> None:  # the database hands out plain strings
         object.__setattr__(self, "direction", Direction(self.direction))
         object.__setattr__(self, "kind", MessageKind(self.kind))
         object.__setattr__(self, "status", MessageStatus(self.status))
+        object.__setattr__(self, "payload_kind", PayloadKind(self.payload_kind))
 
 
 @dataclass(frozen=True, slots=True)

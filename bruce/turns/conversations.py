@@ -27,7 +27,7 @@ from bruce.actions.confirmations import Confirmations, Decision, PendingAction
 from bruce.channel import Channel, ConfirmationRequest, DecisionReport, ProgressChannel
 from bruce.clock import Clock, parse_iso
 from bruce.contracts import ToolContract
-from bruce.errors import ChannelSendError, LLMError, LLMNotConfigured, StoreError
+from bruce.errors import LLMError, LLMNotConfigured, StoreError
 from bruce.jobs.book import JobView
 from bruce.llm.budget import Budget
 from bruce.llm.usage import usage_by_day, usage_text
@@ -432,19 +432,11 @@ class Conversations:
                 yield Progress()
 
     async def _send_artifacts(self, scope: TurnScope) -> None:
-        """Send each document this turn's ``artifact.save`` calls saved, once, after the reply. A
-        failed send is logged: the turn and its reply (which has the link) stand."""
-        conversation = ConversationId.parse(scope.conversation_id)
-        channel = self._channels.get(conversation.channel)
-        if channel is None:
-            return
+        """Send each document this turn's ``artifact.save`` calls saved, once, after the reply,
+        through the outbox. A file the platform refuses is logged: the turn and its reply (which
+        has the link) stand."""
         for path, caption in await self._artifact_files(scope):
-            try:
-                await channel.send_file(conversation.chat_id, path, caption)
-            except (ChannelSendError, OSError) as exc:
-                log.warning("artifact.send_failed", file=path.name, error=type(exc).__name__)
-            else:
-                log.info("artifact.sent", file=path.name)
+            await self._outbox.post_file(scope.conversation_id, path, caption)
 
     async def _artifact_files(self, scope: TurnScope) -> list[tuple[Path, str | None]]:
         """The files (and captions) of the artifacts this turn saved: stored for this
@@ -469,16 +461,9 @@ class Conversations:
         return list(files.items())
 
     async def _send_confirmations(self, conversation_id: str, requests: list[ConfirmationRequest]) -> None:
-        conversation = ConversationId.parse(conversation_id)
-        channel = self._channels.get(conversation.channel)
+        """Each approval request with its buttons, through the outbox: stored, then sent in order."""
         for request in requests:
-            if channel is None:
-                log.warning("confirmation.no_channel", confirmation=request.id)
-                continue
-            try:
-                await channel.send_confirmation(conversation.chat_id, request)
-            except Exception:
-                log.exception("confirmation.send_failed", confirmation=request.id)
+            await self._outbox.post_confirmation(conversation_id, request)
 
 
 @asynccontextmanager

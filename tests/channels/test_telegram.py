@@ -200,6 +200,43 @@ async def test_a_button_press_runs_the_tool_once(started, api, fake_llm, tmp_pat
     assert execution["status"] == "ok"
 
 
+async def test_an_approval_request_telegram_refused_for_now_arrives_with_its_buttons(started, api, fake_llm, clock,
+                                                                                      tmp_path):
+    app = await started()
+    (tmp_path / "notes").mkdir()
+    api.fail_next("sendMessage", status=429, description="Too Many Requests: retry after 2", retry_after=2,
+                  having="reply_markup")  # the reply goes through; the request with buttons is refused once
+    fake_llm.add(Step.tool_calls(("files_write", {"path": "todo.md", "content": "milk\n"})),
+                 Step.text("I need your approval to write todo.md."))
+    api.push_message(OWNER, OWNER, "note: milk")
+    await replies(api, OWNER, 3)  # the reply, the request refused, the request again
+    sent = api.calls_to("sendMessage")
+    assert sent[0]["text"] == "I need your approval to write todo.md."
+    refused, asking = sent[1:]
+    assert refused["text"] == asking["text"] and 2 in clock.sleeps
+    assert [b["text"] for b in asking["reply_markup"]["inline_keyboard"][0]] == ["Approve", "Deny"]
+    assert api.sent_messages[OWNER][-1].get("reply_markup")  # it arrived
+    for _ in range(500):
+        found = await rows(app, "SELECT payload_kind, status FROM messages WHERE direction = 'out' ORDER BY id")
+        if [r["status"] for r in found] == ["sent", "sent"]:
+            break
+        await asyncio.sleep(0.02)
+    assert [r["payload_kind"] for r in found] == ["text", "confirmation"] and found[1]["status"] == "sent"
+
+
+async def test_a_document_telegram_could_not_take_at_first_arrives_once(started, api, fake_llm, clock):
+    await started()
+    api.fail_next("sendDocument", status=502, description="Bad Gateway")
+    fake_llm.add(Step.tool_calls(("artifact_save", {"filename": "plan.html", "content": "<h1>Plan</h1>"})),
+                 Step.text("Here is your plan."))
+    api.push_message(OWNER, OWNER, "plan it")
+    assert await replies(api, OWNER, 1) == ["Here is your plan."]
+    refused, document = await api.wait_for("sendDocument", count=2)
+    assert document["document"]["data"] == b"<h1>Plan</h1>" == refused["document"]["data"]
+    await asyncio.sleep(0.2)
+    assert len(api.calls_to("sendDocument")) == 2 and clock.sleeps
+
+
 async def test_a_step_up_request_has_no_approve_button(started, api, fake_llm):
     await started()
     fake_llm.add(Step.tool_calls(("http_post", {"url": "https://example.org/hook", "json": {}})),
