@@ -8,7 +8,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from bruce.cli.main import main
-from bruce.config.schema import load_config, local_zone_name, parse_config
+from bruce.config.loader import load_config, parse_config
+from bruce.config.timezone import local_zone_name
 from bruce.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
