@@ -1,8 +1,11 @@
 """Rules a config value must follow, shared with the code that enforces them at run time.
 
-* Hosts (``tools.web.allowed_hosts``): ``allowed_host`` checks and normalises each entry.
+* Hosts (``tools.web.allowed_hosts``): ``host_entry`` writes a host the way the allow-list does
+  (lower case, IPv6 in brackets, ``:port`` when given); the config checks each entry with
+  ``allowed_host`` and ``web.read_url`` compares the URL's host through ``host_entry``.
 * URLs (``tools.http_post.allowed_urls``): ``url_problem`` says why a URL is no usable http(s)
-  URL, with the same parser as the tool itself (httpx).
+  URL (the same parser, httpx, and the same rules for an entry in the config and for every URL
+  ``http.post`` is asked to use); ``plain_path`` refuses a path a server could read as another one.
 * Small value rules the models reuse (``blank_to_none``, ``ids_as_text``) and the check of
   ``tools.overrides`` against the tool contracts (``unknown_overrides``).
 """
@@ -11,8 +14,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import httpx
 
@@ -23,14 +28,17 @@ __all__ = [
     "allowed_host",
     "allowed_url",
     "blank_to_none",
+    "host_entry",
     "host_problem",
     "ids_as_text",
+    "plain_path",
     "unknown_overrides",
     "url_problem",
 ]
 
 _ALLOWED_HOST = re.compile(r"[a-z0-9_.-]+(?::[0-9]{1,5})?|\[[0-9a-f:.]+\](?::[0-9]{1,5})?")
 _HOST_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?")
+_MAX_DECODING_ROUNDS = 4  # percent-encoding nested deeper than this is refused
 
 
 def blank_to_none(value: Any) -> Any:
@@ -41,6 +49,13 @@ def blank_to_none(value: Any) -> Any:
 def ids_as_text(value: Any) -> Any:
     """User and channel ids as text, however YAML typed them (``123`` or ``"123"``)."""
     return [str(x) for x in value] if isinstance(value, list) else value
+
+
+def host_entry(host: str, port: int | None = None) -> str:
+    """``host`` as a host allow-list writes it: lower case, IPv6 in brackets, ``:port`` when given."""
+    host = host.lower()
+    shown = f"[{host}]" if ":" in host else host
+    return shown if port is None else f"{shown}:{port}"
 
 
 def allowed_host(value: str) -> str:
@@ -93,6 +108,35 @@ def allowed_url(url: str) -> str:
     if problem:
         raise ValueError(problem)
     return url
+
+
+def _decoded(path: str) -> str | None:
+    """``path`` percent-decoded until nothing changes (NFKC-normalised), or None if that does not end
+    or gives bytes that are not UTF-8."""
+    for _ in range(_MAX_DECODING_ROUNDS):
+        try:
+            once = unquote(path, errors="strict")
+        except UnicodeDecodeError:
+            return None
+        if once == path:
+            return unicodedata.normalize("NFKC", path)
+        path = once
+    return None
+
+
+def plain_path(path: str) -> str | None:
+    """The decoded path, or None if a server could read it as another path than the one matched:
+    ``.``/``..`` segments, ``;``, backslashes, empty segments, control characters, an encoded (or
+    look-alike) ``/``, in any percent-encoding and Unicode compatibility form."""
+    decoded = _decoded(path)
+    if decoded is None or decoded.count("/") != path.count("/"):  # an encoded (or look-alike) slash
+        return None
+    segments = decoded.split("/")
+    if any(c in decoded for c in "\\;") or any(ord(c) < 0x20 or c == "\x7f" for c in decoded):
+        return None
+    if any(segment in (".", "..") for segment in segments) or "" in segments[1:-1]:
+        return None
+    return decoded
 
 
 def unknown_overrides(tools: ToolsConfig, known: Iterable[str]) -> list[str]:
