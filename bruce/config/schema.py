@@ -3,12 +3,15 @@
 Every model is frozen and forbids unknown keys, so a typo fails at start-up with its path
 (``llm.timout_s: unknown key``) instead of being ignored. The rules the models share with the
 tools live in ``bruce.config.rules``, the machine's time zone in ``bruce.config.timezone``;
-reading a file into a ``Config`` is ``bruce.config.loader.load_config``.
+reading a file into a ``Config`` is ``bruce.config.loader.load_config``. ``Config.secrets()``
+finds every ``SecretStr`` by walking the model, so a new secret field reaches the log redactor
+without being listed.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo
@@ -368,17 +371,20 @@ class Config(_Model):
         return servers
 
     def secrets(self) -> list[str]:
-        """Every secret value in this config, for the log redactor."""
-        found: list[SecretStr | None] = [
-            self.llm.api_key,
-            self.channels.telegram.token,
-            self.channels.telegram.webhook.secret_token,
-            self.channels.discord.token,
-            self.admin.token,
-            self.tools.web.brave_api_key,
-            self.eval.judge_api_key,
-        ]
-        found += [e.api_key for e in self.llm.endpoints()]
-        for server in self.mcp_servers.values():
-            found += [*server.env.values(), *server.headers.values()]
-        return sorted({s.get_secret_value() for s in found if s and s.get_secret_value()})
+        """Every secret value in this config, for the log redactor: each ``SecretStr`` found by
+        walking the model (nested sections, lists and mappings), so none is listed by hand."""
+        return sorted({s.get_secret_value() for s in _secrets_in(self) if s.get_secret_value()})
+
+
+def _secrets_in(value: object) -> Iterator[SecretStr]:
+    if isinstance(value, SecretStr):
+        yield value
+    elif isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from _secrets_in(getattr(value, name))
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _secrets_in(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _secrets_in(item)
