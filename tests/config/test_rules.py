@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 
+from bruce.cli.main import main
 from bruce.config.loader import parse_config
-from bruce.config.rules import allowed_host, blank_to_none, host_entry, ids_as_text, plain_path, url_problem
+from bruce.config.rules import (
+    allowed_host,
+    blank_to_none,
+    host_entry,
+    ids_as_text,
+    plain_path,
+    unknown_overrides,
+    url_problem,
+)
 from bruce.errors import ConfigError
 from tools.http_post import http_post_tool
 
@@ -77,3 +86,18 @@ def test_small_value_rules():
     assert blank_to_none("  ") is None and blank_to_none("") is None and blank_to_none("x") == "x"
     assert blank_to_none(0) == 0
     assert ids_as_text([1, "2"]) == ["1", "2"] and ids_as_text("7") == "7"
+
+
+def test_an_override_must_name_a_known_tool():
+    tools = parse_config({"tools": {"overrides": {"web.serch": {"enabled": False}, "web.search": {},
+                                                  "mcp.home.lights": {}}}}, environ={}).tools
+    assert unknown_overrides(tools, ["web.search", "web.read_url", "web.search"]) == [
+        "tools.overrides.web.serch: unknown tool (known tools: web.read_url, web.search)"]  # MCP tools: once connected
+
+
+def test_config_check_refuses_what_run_refuses(tmp_path, capsys):
+    path = tmp_path / "config.yml"
+    path.write_text("tools: {overrides: {web.serch: {enabled: false}}}\n")
+    assert main(["--config", str(path), "config", "check"]) == 2
+    err = capsys.readouterr().err
+    assert "tools.overrides.web.serch: unknown tool" in err and "web.search" in err and "Traceback" not in err
