@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from bruce.config.rules import host_entry
 from bruce.config.schema import WebToolsConfig
 from bruce.contracts import Risk, ToolContext, ToolContract, ToolHandler
 from bruce.errors import ToolFailed
@@ -107,9 +108,8 @@ def only_hosts(allowed: Collection[str]) -> Guard:
     async def guard(url: str, *, allow_private: bool) -> None:
         await resolve_and_check(url, allow_private=True)  # the URL's form and scheme only: no DNS lookup yet
         parsed = httpx.URL(url)  # resolve_and_check has refused what does not parse
-        host = parsed.host.lower()
-        shown = f"[{host}]" if ":" in host else host
-        if shown not in hosts and f"{shown}:{parsed.port}" not in hosts:
+        shown = host_entry(parsed.host)
+        if shown not in hosts and host_entry(parsed.host, parsed.port) not in hosts:
             # before any lookup: a name the model made up (from a page it read) is never sent to DNS
             raise ToolFailed(f"Refused to fetch from host '{shown}': only {', '.join(sorted(hosts))} may be fetched "
                              "here (tools.web.allowed_hosts).", code="blocked_address")

@@ -30,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from bruce.clock import SystemClock
-from bruce.config.schema import AdminConfig, ChannelSection, Config, ModelEndpoint, load_config, parse_yaml
+from bruce.config.loader import load_config
+from bruce.config.reader import parse_yaml
+from bruce.config.schema import AdminConfig, ChannelSection, Config, ModelEndpoint
 from bruce.errors import ConfigError, LLMNotConfigured, LLMUnavailable, StoreError
 
 __all__ = ["add_arguments", "doctor_command", "diagnose", "Mark", "Finding", "SYSTEMD_UNIT"]

@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING
 import structlog
 
 from bruce.channel import LocalDecision
-from bruce.config.schema import Config, default_config_path, load_config, unknown_overrides
+from bruce.config.loader import default_config_path, load_config
+from bruce.config.rules import unknown_overrides
+from bruce.config.schema import Config
 from bruce.errors import BruceError, ConfigError, ContractError
 from bruce.log import Redactor, configure_logging
 from bruce.runtime.event_loop import loop_factory

@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from bruce.cli.main import main
-from bruce.config.schema import parse_config
+from bruce.config.loader import parse_config
 from bruce.errors import ConfigError
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
