@@ -31,8 +31,8 @@ from bruce.clock import Clock, utc_iso
 from bruce.jobs.book import JobBook, JobError, JobView
 from bruce.llm.budget import Budget
 from bruce.llm.usage import usage_by_day
+from bruce.records import from_json
 from bruce.store import Store
-from bruce.store.records import from_json
 from bruce.values import DecisionOutcome, ToolStatus, TurnSource
 
 __all__ = ["AdminServer", "SECURITY_HEADERS"]

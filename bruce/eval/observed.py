@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from bruce.records import JobRecord
 from bruce.store import Store
-from bruce.store.jobs import JobRecord
 
 __all__ = ["ToolRun", "CallStats", "TurnRecord", "job_dict", "call_stats"]
 

@@ -33,7 +33,7 @@ from bruce.eval.clock import CaseClock
 from bruce.eval.judge import Judge, Verdict
 from bruce.eval.observed import CallStats, ToolRun, TurnRecord, call_stats
 from bruce.eval.pages import PageServer
-from bruce.store.records import from_json
+from bruce.records import from_json
 
 __all__ = ["RunSettings", "Attempt", "CaseOutcome", "case_config", "play_case", "run_cases", "TURN_GRACE_S"]
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from bruce.records import LLMCallRecord, ToolExecutionRecord
 from bruce.store.database import Database
-from bruce.store.records import LLMCallRecord, ToolExecutionRecord, to_json
+from bruce.store.rows import to_json
 
 __all__ = ["AuditStore"]
 

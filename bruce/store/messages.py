@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection
-from dataclasses import dataclass
 
+from bruce.records import ActedTool, StoredMessage, Summary, TurnView
 from bruce.store.database import Database
-from bruce.store.records import ActedTool, StoredMessage, Summary, from_row
+from bruce.store.rows import from_row
 from bruce.values import Direction, MessageKind, MessageStatus, ToolStatus, TurnSource, TurnStatus
 
-__all__ = ["MessageStore", "TurnView", "insert_outbound"]
+__all__ = ["MessageStore", "insert_outbound"]
 
 _COLUMNS = (
     "id, conversation_id, direction, role, kind, sender_id, text, platform_message_id, status, created_at,"
@@ -51,13 +51,6 @@ def _close_inbound(
         "UPDATE messages SET status = ?, updated_at = ?, turn_id = COALESCE(?, turn_id) WHERE id = ?",
         (str(status), now, turn_id, inbound_id),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class TurnView:
-    summary: Summary | None
-    previous_at: str | None  # when the message before the turn's own was stored
-    history: list[StoredMessage]
 
 
 def _session_start(db: sqlite3.Connection, conversation_id: str) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bruce.store import JobRecord
+from bruce.records import JobRecord
 from bruce.values import JobRunStatus, JobStatus
 from tests.fakes.llm_server import Step
 from tests.helpers import rows
