@@ -22,12 +22,14 @@ from bruce.values import (
     PairingState,
     ToolStatus,
     TurnSource,
+    TurnStatus,
 )
 
 __all__ = [
     "StoredMessage",
     "Summary",
     "TurnView",
+    "StoredTurn",
     "LLMCallRecord",
     "ToolExecutionRecord",
     "ActedTool",
@@ -93,6 +95,32 @@ class TurnView:
     summary: Summary | None
     previous_at: str | None  # when the message before the turn's own was stored
     history: list[StoredMessage]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTurn:
+    """One exchange (a ``turns`` row): what started it, how it ended, what it counted."""
+
+    id: str
+    conversation_id: str
+    inbound_message_id: int | None
+    source: TurnSource
+    status: TurnStatus
+    started_at: str
+    finished_at: str | None = None
+    llm_calls: int = 0
+    tool_calls: int = 0
+    hit_ceiling: bool = False
+    stopped_repeat: bool = False
+    unbacked_claims: int = 0  # claims in the model's first answer that no tool backed
+    job_id: str | None = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "source", TurnSource(self.source))
+        object.__setattr__(self, "status", TurnStatus(self.status))
+        object.__setattr__(self, "hit_ceiling", bool(self.hit_ceiling))
+        object.__setattr__(self, "stopped_repeat", bool(self.stopped_repeat))
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
-from bruce.records import ActedTool, StoredMessage, Summary, TurnView
+from bruce.records import ActedTool, StoredMessage, StoredTurn, Summary, TurnView
 from bruce.store.database import Database
 from bruce.store.rows import from_row
 from bruce.values import Direction, MessageKind, MessageStatus, ToolStatus, TurnSource, TurnStatus
@@ -323,6 +323,34 @@ class MessageStore:
             (message_id,),
         )
         return [ActedTool(str(r["tool_name"]), ToolStatus(r["status"]), r["confirmation_id"]) for r in rows]
+
+    async def inbound_by_platform_id(self, conversation_id: str, platform_message_id: str) -> StoredMessage | None:
+        """The user's message the platform named so (its redeliveries are stored once)."""
+        row = await self._db.row(f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND direction = 'in'"
+                                 " AND platform_message_id = ?", (conversation_id, platform_message_id))
+        return from_row(StoredMessage, row) if row else None
+
+    async def turns_for_message(self, message_id: int) -> list[StoredTurn]:
+        """Every turn that handled an inbound message (a retry makes another), first started first."""
+        rows = await self._db.rows("SELECT * FROM turns WHERE inbound_message_id = ? ORDER BY started_at",
+                                   (message_id,))
+        return [from_row(StoredTurn, r) for r in rows]
+
+    async def replies_of_turns(self, turn_ids: Sequence[str]) -> list[StoredMessage]:
+        """The messages these turns stored to be sent, oldest first."""
+        if not turn_ids:
+            return []
+        marks = ", ".join("?" * len(turn_ids))
+        rows = await self._db.rows(f"SELECT {_COLUMNS} FROM messages WHERE direction = 'out'"
+                                   f" AND turn_id IN ({marks}) ORDER BY id", tuple(turn_ids))
+        return [from_row(StoredMessage, r) for r in rows]
+
+    async def outbound_after(self, conversation_id: str, message_id: int) -> list[StoredMessage]:
+        """The conversation's outbound messages stored after ``message_id``, oldest first (a
+        command's notice or a refusal is stored without a turn)."""
+        rows = await self._db.rows(f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND direction = 'out'"
+                                   " AND id > ? ORDER BY id", (conversation_id, message_id))
+        return [from_row(StoredMessage, r) for r in rows]
 
     async def interrupt_open_turns(self, channels: Collection[str], *, error: str) -> int:
         """Close as ``interrupted`` every turn still ``running`` in conversations on these
