@@ -56,6 +56,8 @@ def from_json(text: Any) -> Any:
         return text
 
 
+# conversations, messages, turns (store.messages) --------------------------------------------------
+
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
     id: int
@@ -123,6 +125,8 @@ class StoredTurn:
         object.__setattr__(self, "stopped_repeat", bool(self.stopped_repeat))
 
 
+# the audit trail (store.audit) --------------------------------------------------------------------
+
 @dataclass(frozen=True, slots=True)
 class LLMCallRecord:
     turn_id: str
@@ -161,6 +165,8 @@ class ActedTool:
     status: ToolStatus
     confirmation_id: str | None
 
+
+# confirmations, artifacts, pairing ----------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class ConfirmationRecord:
@@ -215,6 +221,8 @@ class PairingRequestRecord:
         object.__setattr__(self, "status", PairingState(self.status))
 
 
+# proactive jobs and their runs (store.jobs) -------------------------------------------------------
+
 @dataclass(frozen=True, slots=True)
 class JobRecord:
     id: str
@@ -257,6 +265,8 @@ class JobRunRecord:
         object.__setattr__(self, "status", JobRunStatus(self.status))
 
 
+# long-term memory (store.memory) ------------------------------------------------------------------
+
 @dataclass(frozen=True, slots=True)
 class Fact:
     id: int
@@ -290,6 +300,8 @@ class MemorySummary:
         return {"id": self.id, "content": self.content, "period_start": self.period_start,
                 "period_end": self.period_end, "created_at": self.created_at}
 
+
+# model spending (store.usage) ---------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class Spent:
