@@ -33,7 +33,8 @@ from bruce.config.schema import ToolOverride
 from bruce.contracts import DryRun, Risk, ToolCall, ToolContext, ToolContract, ToolHandler, ToolResult
 from bruce.errors import ContractError, StoreError, ToolError, ToolInputInvalid
 from bruce.log import Redactor
-from bruce.store import Store, ToolExecutionRecord
+from bruce.records import ToolExecutionRecord
+from bruce.store import Store
 from bruce.turns.scope import TurnScope
 from bruce.values import ToolStatus, TurnSource
 

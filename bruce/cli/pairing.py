@@ -20,7 +20,8 @@ from zoneinfo import ZoneInfo
 from bruce.cli.existing_store import open_existing
 from bruce.clock import SystemClock, parse_iso
 from bruce.config.schema import Config
-from bruce.store import PairingRequestRecord, Store
+from bruce.records import PairingRequestRecord
+from bruce.store import Store
 from bruce.values import DecisionOutcome
 
 __all__ = ["CODE_ALPHABET", "CODE_LENGTH", "new_code", "add_arguments", "pairing_command"]

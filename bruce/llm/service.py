@@ -46,7 +46,8 @@ from bruce.contracts import ToolCall
 from bruce.errors import LLMCallFailed, LLMNotConfigured, LLMUnavailable, OverBudget
 from bruce.llm.budget import BACKGROUND_STOP_AT, Budget
 from bruce.llm.stream import MalformedReply, collect_stream
-from bruce.store import LLMCallRecord, Store
+from bruce.records import LLMCallRecord
+from bruce.store import Store
 from bruce.texts import llm_not_configured
 from bruce.turns.progress import Thinking
 from bruce.turns.scope import TurnScope

@@ -36,7 +36,8 @@ import structlog
 from bruce.channel import Channel, ChannelSendError, ConfirmationRequest, SplittingChannel, split_text
 from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.errors import StoreError
-from bruce.store import Store, StoredMessage
+from bruce.records import StoredMessage
+from bruce.store import Store
 from bruce.values import ConversationId, MessageKind, MessageStatus, PayloadKind
 
 __all__ = ["Outbox", "OutboxSettings"]

@@ -5,21 +5,24 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from bruce.store.database import Database
-from bruce.store.records import (
+from bruce.records import (
     LLMCallRecord,
     StoredLLMCall,
     StoredToolExecution,
-    StoredTurn,
     ToolExecutionRecord,
     TracedMessage,
     TracedReply,
+    TracedTurn,
     TurnTrace,
-    from_row,
-    to_json,
+    from_json,
 )
+from bruce.store.database import Database
+from bruce.store.rows import from_row, to_json
+from bruce.values import LLMCallStatus, ToolStatus, TurnSource
 
 __all__ = ["AuditStore"]
 
@@ -57,6 +60,27 @@ class AuditStore:
             " VALUES (?, ?, ?, ?, ?)",
             (key, tool_name, json.dumps(output, default=str), self._db.now(), expires_at),
         )
+
+    # what the turns did ------------------------------------------------------------------
+
+    async def tool_executions_of(self, turn_ids: Sequence[str]) -> list[ToolExecutionRecord]:
+        """The tool executions these turns recorded, in order; input and output read back from JSON."""
+        if not turn_ids:
+            return []
+        rows = await self._db.rows(f"SELECT * FROM tool_executions WHERE turn_id IN ({_marks(turn_ids)}) ORDER BY id",
+                                   tuple(turn_ids))
+        return [_tool_execution(r) for r in rows]
+
+    async def llm_calls_of(self, turn_ids: Sequence[str] | None) -> list[LLMCallRecord]:
+        """The model calls of these turns (None: every call in the database), in order."""
+        if turn_ids is None:
+            rows = await self._db.rows("SELECT * FROM llm_calls ORDER BY id")
+        elif not turn_ids:
+            return []
+        else:
+            rows = await self._db.rows(f"SELECT * FROM llm_calls WHERE turn_id IN ({_marks(turn_ids)}) ORDER BY id",
+                                       tuple(turn_ids))
+        return [_llm_call(r) for r in rows]
 
     # the admin page's view ---------------------------------------------------------------
 
@@ -103,7 +127,7 @@ class AuditStore:
         replies = await self._db.rows(
             "SELECT id, kind, text, status, created_at FROM messages WHERE turn_id = ? AND direction = 'out'"
             " ORDER BY id", (turn_id,))
-        return TurnTrace(turn=from_row(StoredTurn, turn),
+        return TurnTrace(turn=from_row(TracedTurn, turn),
                          message=from_row(TracedMessage, message) if message else None,
                          llm_calls=[from_row(StoredLLMCall, r) for r in calls],
                          tool_executions=[from_row(StoredToolExecution, r) for r in executions],
@@ -119,3 +143,19 @@ class AuditStore:
         """When the latest model call that succeeded was recorded (None: never); for ``/healthz``."""
         row = await self._db.row("SELECT max(created_at) AS at FROM llm_calls WHERE status = 'ok'")
         return row["at"] if row else None
+
+
+def _marks(values: Sequence[object]) -> str:
+    return ", ".join("?" * len(values))
+
+
+def _tool_execution(row: sqlite3.Row) -> ToolExecutionRecord:
+    """A ``tool_executions`` row as its record: statuses typed, input and output decoded."""
+    record = from_row(ToolExecutionRecord, row)
+    return replace(record, input=from_json(record.input), output=from_json(record.output),
+                   status=ToolStatus(record.status), source=TurnSource(record.source))
+
+
+def _llm_call(row: sqlite3.Row) -> LLMCallRecord:
+    record = from_row(LLMCallRecord, row)
+    return replace(record, status=LLMCallStatus(record.status))

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
 
+from bruce.records import ActedTool, StoredMessage, StoredTurn, Summary, TurnView
 from bruce.store.database import Database
-from bruce.store.records import ActedTool, StoredMessage, Summary, from_row
+from bruce.store.rows import from_row
 from bruce.values import Direction, MessageKind, MessageStatus, PayloadKind, ToolStatus, TurnSource, TurnStatus
 
-__all__ = ["MessageStore", "TurnView", "insert_outbound"]
+__all__ = ["MessageStore", "insert_outbound"]
 
 _COLUMNS = (
     "id, conversation_id, direction, role, kind, sender_id, text, platform_message_id, status, created_at,"
@@ -53,13 +53,6 @@ def _close_inbound(
         "UPDATE messages SET status = ?, updated_at = ?, turn_id = COALESCE(?, turn_id) WHERE id = ?",
         (str(status), now, turn_id, inbound_id),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class TurnView:
-    summary: Summary | None
-    previous_at: str | None  # when the message before the turn's own was stored
-    history: list[StoredMessage]
 
 
 def _session_start(db: sqlite3.Connection, conversation_id: str) -> int:
@@ -335,6 +328,35 @@ class MessageStore:
             (message_id,),
         )
         return [ActedTool(str(r["tool_name"]), ToolStatus(r["status"]), r["confirmation_id"]) for r in rows]
+
+    async def inbound_by_platform_id(self, conversation_id: str, platform_message_id: str) -> StoredMessage | None:
+        """The user's message the platform named so (its redeliveries are stored once)."""
+        row = await self._db.row(f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND direction = 'in'"
+                                 " AND platform_message_id = ?", (conversation_id, platform_message_id))
+        return from_row(StoredMessage, row) if row else None
+
+    async def turns_for_message(self, message_id: int) -> list[StoredTurn]:
+        """Every turn that handled an inbound message (a retry makes another), first started first."""
+        rows = await self._db.rows("SELECT * FROM turns WHERE inbound_message_id = ? ORDER BY started_at",
+                                   (message_id,))
+        return [from_row(StoredTurn, r) for r in rows]
+
+    async def replies_of_turns(self, turn_ids: Sequence[str]) -> list[StoredMessage]:
+        """The messages these turns stored to be sent, oldest first."""
+        if not turn_ids:
+            return []
+        marks = ", ".join("?" * len(turn_ids))
+        rows = await self._db.rows(f"SELECT {_COLUMNS} FROM messages WHERE direction = 'out'"
+                                   f" AND turn_id IN ({marks}) ORDER BY id", tuple(turn_ids))
+        return [from_row(StoredMessage, r) for r in rows]
+
+    async def outbound_after(self, conversation_id: str, message_id: int) -> list[StoredMessage]:
+        """The conversation's outbound text messages stored after ``message_id``, oldest first (a
+        command's notice or a refusal is stored without a turn; approval requests and files are
+        not text)."""
+        rows = await self._db.rows(f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND direction = 'out'"
+                                   " AND payload_kind = 'text' AND id > ? ORDER BY id", (conversation_id, message_id))
+        return [from_row(StoredMessage, r) for r in rows]
 
     async def interrupt_open_turns(self, channels: Collection[str], *, error: str) -> int:
         """Close as ``interrupted`` every turn still ``running`` in conversations on these

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bruce.records import Count, LatencyHistogram, ModelTotals
 from bruce.store.database import Database
-from bruce.store.records import Count, LatencyHistogram, ModelTotals
 
 __all__ = ["StatsStore"]
 

@@ -32,9 +32,10 @@ from bruce.jobs.book import JobView
 from bruce.llm.budget import Budget
 from bruce.llm.usage import usage_by_day, usage_text
 from bruce.memory.long_term import Memory
+from bruce.records import StoredMessage, TurnView
 from bruce.runtime.outbox import Outbox
 from bruce.runtime.summarizer import Folded, fold_session
-from bruce.store import Store, StoredMessage, TurnView
+from bruce.store import Store
 from bruce.texts import (
     EMPTY_ANSWER,
     INTERNAL_ERROR,

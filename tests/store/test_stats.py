@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from bruce.records import Count, LatencyHistogram, LLMCallRecord, ModelTotals, ToolExecutionRecord
 from bruce.store import Store
-from bruce.store.records import Count, LatencyHistogram, LLMCallRecord, ModelTotals, ToolExecutionRecord
 from bruce.values import LLMCallStatus, MessageKind, MessageStatus, ToolStatus, TurnSource, TurnStatus
 
 

@@ -14,8 +14,8 @@ from bruce.admin.pages.rendering import Page
 from bruce.clock import Clock
 from bruce.llm.budget import Budget
 from bruce.llm.usage import usage_by_day
+from bruce.records import StoredLLMCall, as_dict
 from bruce.store import Store
-from bruce.store.records import StoredLLMCall, as_dict
 
 __all__ = ["LLMPages", "svg_points"]
 

@@ -16,8 +16,8 @@ from aiohttp import web
 
 from bruce.admin.pages.listing import MAX_LIMIT, BadRequest, one_page, parse_filters
 from bruce.admin.pages.rendering import Page
+from bruce.records import StoredToolExecution, from_json
 from bruce.store.audit import AuditStore
-from bruce.store.records import StoredToolExecution, from_json
 from bruce.values import ToolStatus, TurnSource
 
 __all__ = ["LogPages", "execution_item"]

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from bruce.store.records import Count, LatencyHistogram
+from bruce.records import Count, LatencyHistogram
 from bruce.store.stats import StatsStore
 
 __all__ = ["MetricsPage", "render_metrics", "CONTENT_TYPE"]

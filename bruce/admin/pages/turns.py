@@ -9,8 +9,8 @@ from aiohttp import web
 
 from bruce.admin.pages.logs import execution_item
 from bruce.admin.pages.rendering import Page
+from bruce.records import as_dict
 from bruce.store.audit import AuditStore
-from bruce.store.records import as_dict
 
 __all__ = ["TurnPages"]
 

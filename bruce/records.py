@@ -1,15 +1,21 @@
-"""The rows the store hands out and takes in: frozen values, never dicts."""
+"""The records the store hands out and takes in: frozen values, never dicts, that any layer may
+import without importing the store (this module knows no database, only ``bruce.values``).
+
+``from_json`` reads back a JSON column the store wrote (tool inputs and outputs, a
+confirmation's arguments)."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from typing import Any
 
 from bruce.values import (
     ConfirmationState,
     Direction,
+    FactType,
+    JobRunStatus,
+    JobStatus,
     LLMCallStatus,
     MessageKind,
     MessageStatus,
@@ -17,36 +23,42 @@ from bruce.values import (
     PayloadKind,
     ToolStatus,
     TurnSource,
+    TurnStatus,
 )
 
 __all__ = [
+    "as_dict",
+    "StoredLLMCall",
+    "StoredToolExecution",
+    "TracedTurn",
+    "TracedMessage",
+    "TracedReply",
+    "TurnTrace",
+    "Count",
+    "ModelTotals",
+    "LatencyHistogram",
     "StoredMessage",
     "Summary",
+    "TurnView",
+    "StoredTurn",
     "LLMCallRecord",
     "ToolExecutionRecord",
     "ActedTool",
     "ConfirmationRecord",
     "ArtifactRecord",
     "PairingRequestRecord",
-    "from_row",
-    "to_json",
+    "JobRecord",
+    "JobRunRecord",
+    "Fact",
+    "MemorySummary",
+    "Spent",
+    "UsageRow",
+    "from_json",
 ]
-
-_R = TypeVar("_R")
-
-
-def from_row(cls: type[_R], row: sqlite3.Row) -> _R:
-    """Build a record from a row holding (at least) its fields."""
-    names = row.keys()
-    return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in names})  # type: ignore[arg-type]
-
-
-def to_json(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
 def from_json(text: Any) -> Any:
-    """A column ``to_json`` wrote, read back: the JSON value, or the text as it is when it is not JSON."""
+    """A column the store wrote as JSON, read back: the JSON value, or the text as it is when it is not JSON."""
     if text is None:
         return None
     try:
@@ -54,6 +66,8 @@ def from_json(text: Any) -> Any:
     except (TypeError, ValueError):
         return text
 
+
+# conversations, messages, turns (store.messages) --------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
@@ -88,6 +102,44 @@ class Summary:
     up_to_message_id: int
     created_at: str
 
+
+@dataclass(frozen=True, slots=True)
+class TurnView:
+    """What a turn starts from: the session summary, when the message before the turn's came,
+    and the history the model sees."""
+
+    summary: Summary | None
+    previous_at: str | None  # when the message before the turn's own was stored
+    history: list[StoredMessage]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTurn:
+    """One exchange (a ``turns`` row): what started it, how it ended, what it counted."""
+
+    id: str
+    conversation_id: str
+    inbound_message_id: int | None
+    source: TurnSource
+    status: TurnStatus
+    started_at: str
+    finished_at: str | None = None
+    llm_calls: int = 0
+    tool_calls: int = 0
+    hit_ceiling: bool = False
+    stopped_repeat: bool = False
+    unbacked_claims: int = 0  # claims in the model's first answer that no tool backed
+    job_id: str | None = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "source", TurnSource(self.source))
+        object.__setattr__(self, "status", TurnStatus(self.status))
+        object.__setattr__(self, "hit_ceiling", bool(self.hit_ceiling))
+        object.__setattr__(self, "stopped_repeat", bool(self.stopped_repeat))
+
+
+# the audit trail (store.audit) --------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class LLMCallRecord:
@@ -127,6 +179,8 @@ class ActedTool:
     status: ToolStatus
     confirmation_id: str | None
 
+
+# confirmations, artifacts, pairing ----------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class ConfirmationRecord:
@@ -181,6 +235,108 @@ class PairingRequestRecord:
         object.__setattr__(self, "status", PairingState(self.status))
 
 
+# proactive jobs and their runs (store.jobs) -------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    id: str
+    conversation_id: str
+    execution_mode: str
+    content: str
+    schedule_kind: str
+    schedule_value: str
+    timezone: str
+    notify: str
+    description: str
+    status: JobStatus
+    next_run_at: str | None
+    anchor_at: str
+    failures: int
+    flagged: str | None
+    dedup_key: str
+    created_at: str
+    updated_at: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", JobStatus(self.status))
+
+
+@dataclass(frozen=True, slots=True)
+class JobRunRecord:
+    id: int
+    job_id: str
+    scheduled_for: str
+    started_at: str
+    finished_at: str | None
+    status: JobRunStatus
+    turn_id: str | None
+    message_id: int | None
+    delivered_text: str | None
+    error: str | None
+    lateness_ms: int | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", JobRunStatus(self.status))
+
+
+# long-term memory (store.memory) ------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    id: int
+    type: FactType
+    content: str
+    confidence: float
+    status: str
+    origin: str
+    conversation_id: str | None
+    source_turn_id: str | None
+    created_at: str
+    last_seen_at: str
+    summarized_in: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "type": str(self.type), "content": self.content, "confidence": self.confidence,
+                "status": self.status, "origin": self.origin, "conversation_id": self.conversation_id,
+                "source_turn_id": self.source_turn_id, "created_at": self.created_at,
+                "last_seen_at": self.last_seen_at, "summarized_in": self.summarized_in}
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySummary:
+    id: int
+    content: str
+    period_start: str
+    period_end: str
+    created_at: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "content": self.content, "period_start": self.period_start,
+                "period_end": self.period_end, "created_at": self.created_at}
+
+
+# model spending (store.usage) ---------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Spent:
+    tokens: int
+    usd: float
+    calls: int
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    day: str
+    model: str
+    calls: int
+    failed: int
+    prompt_tokens: int
+    completion_tokens: int
+    usd: float
+
+
+# the admin page's view of the audit (store.audit, store.stats) --------------------------------------
+
 def as_dict(record: Any) -> dict[str, Any]:
     """A record's fields by name, in their order (for a JSON answer)."""
     return {f.name: getattr(record, f.name) for f in fields(record)}
@@ -225,7 +381,9 @@ class StoredToolExecution:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredTurn:
+class TracedTurn:
+    """A ``turns`` row as the audit shows it (columns as stored, for the JSON answers)."""
+
     id: str
     conversation_id: str
     inbound_message_id: int | None
@@ -267,7 +425,7 @@ class TracedReply:
 class TurnTrace:
     """One turn, the message it answered, its model calls (in order), its tool executions and its replies."""
 
-    turn: StoredTurn
+    turn: TracedTurn
     message: TracedMessage | None
     llm_calls: list[StoredLLMCall]
     tool_executions: list[StoredToolExecution]
