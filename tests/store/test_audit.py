@@ -70,14 +70,14 @@ async def test_pages_of_tool_executions_newest_first_filtered_and_cursored(store
         ids.append(await store.audit.record_tool_execution(execution(turn, name)))
         clock.advance(minutes=1)
     page = await store.audit.tool_executions(filters={"tool_name": "web.search"}, before_id=None, limit=2)
-    assert [r["id"] for r in page] == [ids[3], ids[2]] and page[0]["input"] == '{"query": "café"}'
+    assert [r.id for r in page] == [ids[3], ids[2]] and page[0].input == '{"query": "café"}'
     older = await store.audit.tool_executions(filters={"tool_name": "web.search"}, before_id=ids[2], limit=2)
-    assert [r["id"] for r in older] == [ids[0]]
+    assert [r.id for r in older] == [ids[0]]
     newer = await store.audit.tool_executions(filters={}, before_id=None, after_id=ids[1], limit=10)
-    assert [r["id"] for r in newer] == [ids[3], ids[2]]
-    since = await store.audit.tool_executions(filters={"since": page[0]["created_at"]}, before_id=None, limit=10)
-    assert [r["id"] for r in since] == [ids[3]]
-    assert (await store.audit.tool_execution(ids[1]))["tool_name"] == "clock.now"  # type: ignore[index]
+    assert [r.id for r in newer] == [ids[3], ids[2]]
+    since = await store.audit.tool_executions(filters={"since": page[0].created_at}, before_id=None, limit=10)
+    assert [r.id for r in since] == [ids[3]]
+    assert (await store.audit.tool_execution(ids[1])).tool_name == "clock.now"
     assert await store.audit.tool_execution(999) is None
 
 
@@ -92,13 +92,13 @@ async def test_a_turns_trace_holds_its_message_calls_executions_and_replies(stor
                                        inbound_id=inbound)
     trace = await store.audit.turn_trace("t1")
     assert trace is not None
-    assert trace["turn"]["status"] == "ok" and trace["message"]["text"] == "hi"
-    assert [c["seq"] for c in trace["llm_calls"]] == [1, 2]
-    assert [e["tool_name"] for e in trace["tool_executions"]] == ["web.search"]
-    assert [r["text"] for r in trace["replies"]] == ["hello"]
+    assert trace.turn.status == "ok" and trace.message.text == "hi"
+    assert [c.seq for c in trace.llm_calls] == [1, 2]
+    assert [e.tool_name for e in trace.tool_executions] == ["web.search"]
+    assert [r.text for r in trace.replies] == ["hello"]
     assert await store.audit.turn_trace("nope") is None
     calls = await store.audit.llm_calls(filters={"model": "m", "status": "ok"}, before_id=None, limit=1)
-    assert [c["seq"] for c in calls] == [1]  # newest first
+    assert [c.seq for c in calls] == [1]  # newest first
 
 
 async def test_the_last_successful_model_call_is_the_newest_ok_one(tmp_path, clock):
