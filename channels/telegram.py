@@ -68,7 +68,8 @@ from bruce.config.schema import TelegramConfig
 from bruce.errors import BruceError, ChannelSendError, ConfigError, StoreError
 from bruce.limits import Quiet
 from bruce.turns.progress import ProgressEvent, TextDelta, Thinking, ToolFinished, ToolStarted
-from channels.telegram_format import split_html, to_telegram_html
+from channels.telegram_format import to_telegram_html
+from channels.telegram_split import split_html
 
 if TYPE_CHECKING:
     from aiogram.types import CallbackQuery, Message, Update
