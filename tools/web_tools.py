@@ -1,4 +1,4 @@
-"""web.search and web.read_url: contracts and handlers over the functions in ``tools.web``."""
+"""web.search and web.read_url: contracts and handlers over the functions in the ``tools.web`` package."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from bruce.config.schema import WebToolsConfig
 from bruce.contracts import Risk, ToolContext, ToolContract, ToolHandler
 from bruce.errors import ToolFailed
 from tools.netguard import resolve_and_check
-from tools.web import BraveBackend, DuckDuckGoBackend, Guard, SearchBackend, SearxNGBackend, read_url, web_search
+from tools.web.page import Guard, read_url
+from tools.web.search import BraveBackend, DuckDuckGoBackend, SearchBackend, SearxNGBackend, web_search
 
 __all__ = ["web_tools", "search_backend", "only_hosts"]
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import structlog
 
 from bruce.contracts import ToolCall, ToolResult
-from bruce.llm.service import LLMReply
+from bruce.llm.reply import LLMReply
 from bruce.turns.progress import ToolFinished, ToolStarted
 from bruce.turns.scope import TurnScope
 

@@ -471,16 +471,16 @@ async def test_telegram_down_at_boot_does_not_end_the_channel(started, api, fake
 
 async def test_doctor_asks_the_running_daemon_when_telegram_last_received(tg_config, clock, api, tmp_path):
     from bruce.app import socket_console
-    from bruce.cli.doctor import _daemon
+    from bruce.cli.checks.platforms import check_daemon
 
     config = tg_config().model_copy(update={"console": tg_config().console.model_copy(
         update={"socket_path": tmp_path / "bruce.sock"})})
-    assert [f.line() for f in await _daemon(config)] == [f"– daemon: none answers at {tmp_path / 'bruce.sock'}"]
+    assert [f.line() for f in await check_daemon(config)] == [f"– daemon: none answers at {tmp_path / 'bruce.sock'}"]
     app = await build_app(config, clock=clock, environ={}, extra_channels=[socket_console(config, clock)])
     await app.start()
     try:
         await api.wait_for("getUpdates", count=2)  # the first one completed
-        lines = [f.line() for f in await _daemon(config)]
+        lines = [f.line() for f in await check_daemon(config)]
     finally:
         await app.stop()
     assert lines == [f"✓ daemon: running, console socket {tmp_path / 'bruce.sock'}",
