@@ -95,9 +95,6 @@ COMMANDS = [("help", "what I can do"), ("id", "your Telegram user id, for the al
             ("jobs", "your reminders and scheduled jobs, with their next run"),
             ("usage", "model calls, tokens and cost of the last days"),
             ("memory", "what I remember about you"), ("forget", "forget one thing I remember: /forget ID")]
-STEP_TEXT = {"web.search": "Searching the web…", "web.read_url": "Reading a page…", "math.calculate": "Calculating…",
-             "clock.now": "Checking the time…", "artifact.save": "Saving a document…",
-             "files.write": "Preparing a note…", "http.post": "Preparing a request…"}
 UNSUPPORTED = "I can only read text messages for now; photos, voice messages, stickers and files are not supported yet."
 HELP = ("I'm {name}, your assistant. Write to me in plain text. When an action needs your approval I ask "
         "first, with buttons. Documents I save arrive as files. /new starts a fresh conversation (I keep a short "
@@ -581,8 +578,8 @@ class _Draft:
         match event:
             case Thinking():
                 self._text = ""
-            case ToolStarted(tool=tool):
-                self._step = STEP_TEXT.get(tool, f"Using {tool}…")
+            case ToolStarted(activity=activity):
+                self._step = f"{activity}…"
             case ToolFinished():
                 self._step = ""
             case TextDelta(text=text):

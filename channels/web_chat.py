@@ -55,8 +55,8 @@ class _Sink:
         match event:
             case Thinking():
                 shown: dict[str, Any] = {"type": "thinking"}
-            case ToolStarted(tool=tool):
-                shown = {"type": "tool_started", "tool": tool}
+            case ToolStarted(tool=tool, activity=activity):
+                shown = {"type": "tool_started", "tool": tool, "activity": activity}
             case ToolFinished(tool=tool, status=status):
                 shown = {"type": "tool_finished", "tool": tool, "status": str(status)}
             case TextDelta(text=text):

@@ -59,6 +59,8 @@ class Tools(Protocol):
 
     def contract_name(self, wire_name: str) -> str: ...
 
+    def activity(self, wire_name: str) -> str: ...
+
     async def execute(self, call: ToolCall, scope: TurnScope) -> ToolResult: ...
 
 
@@ -86,7 +88,7 @@ def _tool_message(call: ToolCall, content: Any) -> dict[str, Any]:
 
 async def _execute(registry: Tools, call: ToolCall, scope: TurnScope) -> ToolResult:
     name = registry.contract_name(call.name)
-    await scope.progress.emit(ToolStarted(name))
+    await scope.progress.emit(ToolStarted(name, registry.activity(call.name)))
     result = await registry.execute(call, scope)
     await scope.progress.emit(ToolFinished(name, result.status))
     return result

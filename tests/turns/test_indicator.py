@@ -148,3 +148,11 @@ async def test_a_stream_cut_mid_answer_is_retried_and_the_draft_starts_over(live
     calls = await rows(app, "SELECT status FROM llm_calls ORDER BY id")
     assert [c["status"] for c in calls] == ["error", "ok"]
 
+
+async def test_a_tools_activity_label_comes_from_its_contract_to_the_channel(live, fake_llm):
+    app, channel = live
+    fake_llm.add(Step.tool_calls(("clock_now", {})), Step.text("It is nine."))
+    await say(app, "what time is it?", channel="live")
+    (started,) = [e for e in channel.events if isinstance(e, ToolStarted)]
+    assert started.tool == "clock.now"
+    assert started.activity == app.registry.get("clock.now").contract.activity == "Checking the time"
