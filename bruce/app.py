@@ -461,7 +461,7 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
     conversations = Conversations(
         store=store, outbox=outbox, runner=runner,
         commands=ChatCommands(store=store, llm=llm, clock=clock, zone=a.zone, outbox=outbox, indicator=indicator,
-                              memory=memory, summary_model=config.llm.summary_model),
+                              memory=memory, assistant=a.name, summary_model=config.llm.summary_model),
         decisions=Decisions(store=store, confirmations=confirmations, desk=desk, outbox=outbox, indicator=indicator,
                             history=runner),
     )

@@ -67,6 +67,7 @@ from bruce.clock import Clock
 from bruce.config.schema import TelegramConfig
 from bruce.errors import BruceError, ChannelSendError, ConfigError, StoreError
 from bruce.limits import Quiet
+from bruce.turns.commands import COMMANDS, help_text
 from bruce.turns.progress import ProgressEvent, TextDelta, Thinking, ToolFinished, ToolStarted
 from channels.telegram_format import split_html, to_telegram_html
 
@@ -89,16 +90,11 @@ MAX_ANSWER_BYTES = 32 * 2**20  # a getUpdates answer is at most 100 updates; a p
 CONFLICTS_BEFORE_WARNING = 3
 ID_QUIET_S = 60.0  # a sender outside the allow-list gets one /id answer a minute
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
-COMMANDS = [("help", "what I can do"), ("id", "your Telegram user id, for the allow-list"),
-            ("approve", "approve a pending request: /approve ID"), ("deny", "deny a pending request: /deny ID"),
-            ("new", "start a fresh conversation (a summary of this one is kept)"),
-            ("jobs", "your reminders and scheduled jobs, with their next run"),
-            ("usage", "model calls, tokens and cost of the last days"),
-            ("memory", "what I remember about you"), ("forget", "forget one thing I remember: /forget ID")]
+PLATFORM = "Telegram"
+MENU = [{"command": spec.name, "description": spec.menu_line(PLATFORM)} for spec in COMMANDS]  # setMyCommands
 UNSUPPORTED = "I can only read text messages for now; photos, voice messages, stickers and files are not supported yet."
-HELP = ("I'm {name}, your assistant. Write to me in plain text. When an action needs your approval I ask "
-        "first, with buttons. Documents I save arrive as files. /new starts a fresh conversation (I keep a short "
-        "summary of this one). /id shows your Telegram user id.")
+ABOUT = ("Write to me in plain text. When an action needs your approval I ask first, with buttons. Documents I "
+         "save arrive as files.")
 
 
 def _check_token(token: str) -> None:
@@ -238,7 +234,7 @@ class TelegramChannel:
         self._username = str((me or {}).get("username") or "").lower()
         self._bot_id = int((me or {}).get("id") or 0)
         with contextlib.suppress(Refused, *Unreachable):
-            await self._api.call("setMyCommands", {"commands": [{"command": c, "description": d} for c, d in COMMANDS]})
+            await self._api.call("setMyCommands", {"commands": MENU})
         return True
 
     async def stop(self) -> None:
@@ -478,7 +474,7 @@ class TelegramChannel:
                 await (await self._bot()).send_plain(message.chat.id, f"Your Telegram user id is {sender}.")
             return True
         if allowed:
-            await (await self._bot()).send_plain(message.chat.id, HELP.format(name=self._assistant))
+            await (await self._bot()).send_plain(message.chat.id, help_text(self._assistant, about=ABOUT, platform=PLATFORM))
             return True
         return False  # /start or /help from a stranger goes on to admission (pairing explains itself)
 

@@ -1,5 +1,6 @@
 """The chat commands that answer from Bruce's own state, with no turn: ``/new`` (fold the session
-into the summary and start a fresh one), ``/usage``, ``/memory``, ``/forget ID`` and ``/jobs``.
+into the summary and start a fresh one), ``/usage``, ``/memory``, ``/forget ID``, ``/jobs`` and
+``/help`` (for a channel that does not answer it itself: the console, the web chat).
 
 Each answer is a notice through the outbox that closes the command's message. The commands are
 listed and parsed in ``bruce.turns.commands``; decisions (``/approve``, ``/deny``) are
@@ -21,7 +22,7 @@ from bruce.runtime.summarizer import Folded, fold_session
 from bruce.store import Store, StoredMessage
 from bruce.texts import jobs_listing, memory_listing, new_session
 from bruce.turns.agent_loop import LLM
-from bruce.turns.commands import Command, CommandName
+from bruce.turns.commands import Command, CommandName, help_text
 from bruce.turns.indicator import Indicator
 from bruce.values import MessageKind
 
@@ -30,16 +31,19 @@ __all__ = ["ChatCommands"]
 log = structlog.get_logger(__name__)
 
 USAGE_DAYS = 7
+ABOUT = "Write to me in plain text. When an action needs your approval I ask first."  # /help, on any channel
 
 
 class ChatCommands:
-    """``summary_model``: the model for ``/new``'s summary (None: the chat model); ``memory``:
-    long-term memory (None: ``/memory`` and ``/forget`` say it is not available)."""
+    """``assistant``: the name ``/help`` gives; ``summary_model``: the model for ``/new``'s summary
+    (None: the chat model); ``memory``: long-term memory (None: ``/memory`` and ``/forget`` say it
+    is not available)."""
 
     def __init__(
         self, *, store: Store, llm: LLM, clock: Clock, zone: ZoneInfo, outbox: Outbox, indicator: Indicator,
-        memory: Memory | None, summary_model: str | None = None,
+        memory: Memory | None, assistant: str, summary_model: str | None = None,
     ) -> None:
+        self._assistant = assistant
         self._store = store
         self._llm = llm
         self._clock = clock
@@ -63,6 +67,8 @@ class ChatCommands:
             return usage_text(rows, hits, USAGE_DAYS)
         if command.name in (CommandName.MEMORY, CommandName.FORGET):
             return await self._memory_command(command)
+        if command.name is CommandName.HELP:
+            return help_text(self._assistant, about=ABOUT)
         if command.name is CommandName.JOBS:
             jobs = await self._store.jobs.for_conversation(inbound.conversation_id)
             return jobs_listing([JobView(job).line() for job in jobs])
