@@ -6,8 +6,8 @@ front of these routes, which the app assembly mounts (``routes``):
 
 * ``POST /api/chat/messages`` ``{"text": "..."}``: delivered like any message (202);
 * ``GET /api/chat/events``: server-sent events, one JSON object per event: ``thinking``,
-  ``tool_started`` / ``tool_finished``, ``delta`` (the answer's text as it streams), ``text``
-  (a reply), ``confirmation`` (Approve / Deny; none for a step-up request), ``file``;
+  ``tool_started`` (with the tool's ``activity`` label) / ``tool_finished``, ``delta`` (the
+  answer's text as it streams), ``text`` (a reply), ``confirmation`` (Approve / Deny; none for a step-up request), ``file``;
 * ``POST /api/chat/decide`` ``{"id": "...", "approve": true}``: the same decision as a button
   on Telegram (``inbound.decide``).
 
