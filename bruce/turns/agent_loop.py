@@ -130,14 +130,8 @@ async def _run_tools(
 
 
 async def run_agent_loop(
-    llm: LLM,
-    registry: Tools,
-    system_prompt: str,
-    history: list[dict[str, Any]],
-    max_model_calls: int = 5,
-    *,
-    scope: TurnScope,
-    max_turn_tokens: int | None = None,
+    llm: LLM, registry: Tools, system_prompt: str, history: list[dict[str, Any]], max_model_calls: int = 5, *,
+    scope: TurnScope, max_turn_tokens: int | None = None,
 ) -> TurnResult:
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}, *history]
     definitions = registry.definitions(scope) or None
