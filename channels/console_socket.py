@@ -94,8 +94,8 @@ def _event(event: ProgressEvent) -> dict[str, Any] | None:
     match event:
         case Thinking():
             return {"ev": "progress", "kind": "thinking"}
-        case ToolStarted(tool=tool):
-            return {"ev": "progress", "kind": "tool_started", "tool": tool}
+        case ToolStarted(tool=tool, activity=activity):
+            return {"ev": "progress", "kind": "tool_started", "tool": tool, "activity": activity}
         case ToolFinished(tool=tool, status=status):
             return {"ev": "progress", "kind": "tool_finished", "tool": tool, "status": str(status)}
     return None  # the text streams only to channels that show it live
@@ -517,7 +517,7 @@ def _progress(event: dict[str, Any]) -> ProgressEvent | None:
     if kind == "thinking":
         return Thinking()
     if kind == "tool_started":
-        return ToolStarted(str(event.get("tool")))
+        return ToolStarted(str(event.get("tool")), str(event.get("activity") or ""))
     if kind == "tool_finished":
         try:
             return ToolFinished(str(event.get("tool")), ToolStatus(str(event.get("status"))))

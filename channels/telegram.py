@@ -64,6 +64,7 @@ from bruce.clock import Clock
 from bruce.config.schema import TelegramConfig
 from bruce.errors import BruceError, ChannelSendError, ConfigError
 from bruce.limits import Quiet
+from bruce.turns.commands import COMMANDS, help_text
 from bruce.turns.progress import ProgressEvent, TextDelta, Thinking, ToolFinished, ToolStarted
 from channels.telegram_api import BotAPI, Refused, Unreachable, check_token
 from channels.telegram_format import to_telegram_html
@@ -83,19 +84,11 @@ log = structlog.get_logger(__name__)
 TYPING_EVERY_S = 4.0
 DRAFT_EVERY_S = 1.0
 ID_QUIET_S = 60.0  # a sender outside the allow-list gets one /id answer a minute
-COMMANDS = [("help", "what I can do"), ("id", "your Telegram user id, for the allow-list"),
-            ("approve", "approve a pending request: /approve ID"), ("deny", "deny a pending request: /deny ID"),
-            ("new", "start a fresh conversation (a summary of this one is kept)"),
-            ("jobs", "your reminders and scheduled jobs, with their next run"),
-            ("usage", "model calls, tokens and cost of the last days"),
-            ("memory", "what I remember about you"), ("forget", "forget one thing I remember: /forget ID")]
-STEP_TEXT = {"web.search": "Searching the web…", "web.read_url": "Reading a page…", "math.calculate": "Calculating…",
-             "clock.now": "Checking the time…", "artifact.save": "Saving a document…",
-             "files.write": "Preparing a note…", "http.post": "Preparing a request…"}
+PLATFORM = "Telegram"
+MENU = [{"command": spec.name, "description": spec.menu_line(PLATFORM)} for spec in COMMANDS]  # setMyCommands
 UNSUPPORTED = "I can only read text messages for now; photos, voice messages, stickers and files are not supported yet."
-HELP = ("I'm {name}, your assistant. Write to me in plain text. When an action needs your approval I ask "
-        "first, with buttons. Documents I save arrive as files. /new starts a fresh conversation (I keep a short "
-        "summary of this one). /id shows your Telegram user id.")
+ABOUT = ("Write to me in plain text. When an action needs your approval I ask first, with buttons. Documents I "
+         "save arrive as files.")
 
 
 class TelegramChannel:
@@ -180,7 +173,7 @@ class TelegramChannel:
         self._username = str((me or {}).get("username") or "").lower()
         self._bot_id = int((me or {}).get("id") or 0)
         with contextlib.suppress(Refused, *Unreachable):
-            await self._api.call("setMyCommands", {"commands": [{"command": c, "description": d} for c, d in COMMANDS]})
+            await self._api.call("setMyCommands", {"commands": MENU})
         return True
 
     async def _reconnect(self) -> bool:
@@ -270,7 +263,7 @@ class TelegramChannel:
                 await (await self._bot()).send_plain(message.chat.id, f"Your Telegram user id is {sender}.")
             return True
         if allowed:
-            await (await self._bot()).send_plain(message.chat.id, HELP.format(name=self._assistant))
+            await (await self._bot()).send_plain(message.chat.id, help_text(self._assistant, about=ABOUT, platform=PLATFORM))
             return True
         return False  # /start or /help from a stranger goes on to admission (pairing explains itself)
 
@@ -370,8 +363,8 @@ class _Draft:
         match event:
             case Thinking():
                 self._text = ""
-            case ToolStarted(tool=tool):
-                self._step = STEP_TEXT.get(tool, f"Using {tool}…")
+            case ToolStarted(activity=activity):
+                self._step = f"{activity}…"
             case ToolFinished():
                 self._step = ""
             case TextDelta(text=text):

@@ -112,6 +112,7 @@ def _description(max_response_chars: int) -> str:
 
 HTTP_POST = ToolContract(
     name="http.post",
+    activity="Preparing a request",
     description=_description(DEFAULT_RESPONSE_CHARS),
     category="network",
     risk=Risk.CRITICAL,

@@ -20,6 +20,7 @@ __all__ = ["web_tools", "search_backend", "only_hosts"]
 
 WEB_SEARCH = ToolContract(
     name="web.search",
+    activity="Searching the web",
     description="Search the web. Returns the top results with title, url and snippet. Read a result with web_read_url.",
     category="web",
     risk=Risk.LOW,
@@ -58,6 +59,7 @@ WEB_SEARCH = ToolContract(
 
 WEB_READ_URL = ToolContract(
     name="web.read_url",
+    activity="Reading a page",
     description=(
         "Fetch a public web page and return its readable text and title. Private, loopback and link-local "
         "addresses are refused."

@@ -30,7 +30,16 @@ from bruce.actions.policy import Policy, effective_policy
 from bruce.actions.tool_cache import ToolCache
 from bruce.clock import Clock, utc_iso
 from bruce.config.schema import ToolOverride
-from bruce.contracts import DryRun, Risk, ToolCall, ToolContext, ToolContract, ToolHandler, ToolResult
+from bruce.contracts import (
+    DryRun,
+    Risk,
+    ToolCall,
+    ToolContext,
+    ToolContract,
+    ToolHandler,
+    ToolResult,
+    default_activity,
+)
 from bruce.errors import ContractError, StoreError, ToolError, ToolInputInvalid
 from bruce.log import Redactor
 from bruce.records import ToolExecutionRecord
@@ -281,6 +290,11 @@ class ToolRegistry:
     def contract_name(self, wire_name: str) -> str:
         tool = self._tools.get(wire_name)
         return tool.contract.name if tool else wire_name
+
+    def activity(self, wire_name: str) -> str:
+        """What the user is shown while the tool runs (``ToolContract.activity_label``)."""
+        tool = self._tools.get(wire_name)
+        return tool.contract.activity_label if tool else default_activity(wire_name)
 
     # execution ------------------------------------------------------------------------
 

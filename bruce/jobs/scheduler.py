@@ -47,7 +47,7 @@ from bruce.llm.budget import Budget
 from bruce.records import JobRecord, JobRunRecord
 from bruce.store import Store
 from bruce.texts import job_missed
-from bruce.turns.conversations import TurnOutcome
+from bruce.turns.runner import TurnOutcome
 from bruce.turns.scope import ToolFilter
 from bruce.values import JobRunStatus, JobStatus, MessageKind, MessageStatus, TurnStatus
 

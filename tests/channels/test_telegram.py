@@ -11,6 +11,8 @@ import pytest
 
 from bruce.app import build_app
 from bruce.errors import ConfigError
+from bruce.turns.commands import COMMANDS, help_text
+from channels.telegram import ABOUT
 from tests.fakes.llm_server import Step
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.helpers import rows
@@ -73,6 +75,22 @@ async def test_start_up_deletes_the_webhook_and_registers_the_commands(started, 
     (commands,) = api.calls_to("setMyCommands")
     assert [c["command"] for c in commands["commands"]] == ["help", "id", "approve", "deny", "new", "jobs", "usage",
                                                                "memory", "forget"]
+
+
+async def test_the_command_list_and_help_come_from_the_command_table(started, api):
+    await started()
+    (commands,) = await asyncio.wait_for(_set_commands(api), 20)
+    assert commands["commands"] == [{"command": s.name, "description": s.menu_line("Telegram")} for s in COMMANDS]
+    api.push_message(OWNER, OWNER, "/help")
+    (reply,) = await replies(api, OWNER, 1)
+    assert reply == help_text("Bruce", about=ABOUT, platform="Telegram")
+    assert all(spec.usage in reply for spec in COMMANDS)
+
+
+async def _set_commands(api):
+    while not api.calls_to("setMyCommands"):
+        await asyncio.sleep(0.02)
+    return api.calls_to("setMyCommands")
 
 
 async def test_new_starts_a_fresh_conversation_with_a_summary(started, api, fake_llm):
