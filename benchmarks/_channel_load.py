@@ -516,7 +516,7 @@ async def run(args: argparse.Namespace, channel: type[FakeChannel], script: str)
     t_import = time.perf_counter()
     from bruce.app import build_app, socket_console
     from bruce.clock import SystemClock
-    from bruce.config.schema import parse_config
+    from bruce.config.loader import parse_config
     from bruce.log import configure_logging
     import_ms = (time.perf_counter() - t_import) * 1000
 

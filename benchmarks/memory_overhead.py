@@ -38,7 +38,7 @@ from typing import Any  # noqa: E402
 
 from bruce.app import build_app  # noqa: E402
 from bruce.channel import IncomingMessage  # noqa: E402
-from bruce.config.schema import parse_config  # noqa: E402
+from bruce.config.loader import parse_config  # noqa: E402
 from bruce.values import FactType  # noqa: E402
 from tests.fakes.channel import RecordingChannel  # noqa: E402
 from tests.fakes.llm_server import FakeLLMServer, Step  # noqa: E402

@@ -53,7 +53,7 @@ def describe(values: list[float]) -> dict[str, float]:
 
 
 def config_for(db: Path, *, scheduler: bool = True) -> Any:
-    from bruce.config.schema import parse_config
+    from bruce.config.loader import parse_config
 
     return parse_config({
         "assistant": {"timezone": "UTC"},

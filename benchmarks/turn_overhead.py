@@ -296,7 +296,7 @@ async def burst(app: Any, channel: Any, *, round_no: int, conversations: int) ->
 async def run(args: argparse.Namespace) -> Results:
     from bruce.app import build_app
     from bruce.clock import SystemClock
-    from bruce.config.schema import parse_config
+    from bruce.config.loader import parse_config
     from bruce.log import configure_logging
     from tests.fakes.channel import ProgressRecordingChannel, RecordingChannel
 

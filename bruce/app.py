@@ -40,7 +40,12 @@ from bruce.runtime.outbox import Outbox, OutboxSettings
 from bruce.runtime.recovery import Recovery
 from bruce.runtime.worker import Worker, WorkerSettings
 from bruce.store import Store
-from bruce.turns.conversations import Conversations, TurnSettings
+from bruce.turns.chat_commands import ChatCommands
+from bruce.turns.conversations import Conversations
+from bruce.turns.decisions import Decisions
+from bruce.turns.delivery import Delivery
+from bruce.turns.indicator import Indicator
+from bruce.turns.runner import TurnRunner, TurnSettings
 
 if TYPE_CHECKING:
     from bruce.admin import AdminServer
@@ -426,17 +431,23 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
         resend_max_age_s=c.resend_max_age_s))
     desk = ApprovalDesk(store=store, llm=llm, registry=registry, confirmations=confirmations, outbox=outbox,
                         admin_base_url=config.admin.base_url)
-    conversations = Conversations(
-        store=store, llm=llm, registry=registry, clock=clock, channels=channels, confirmations=confirmations,
-        desk=desk, outbox=outbox,
+    indicator = Indicator(channels)
+    runner = TurnRunner(
+        store=store, llm=llm, registry=registry, clock=clock, outbox=outbox, indicator=indicator,
+        delivery=Delivery(store=store, outbox=outbox, artifacts_dir=config.tools.artifacts.dir),
+        budget=budget if budget.enabled else None, memory=memory,
         settings=TurnSettings(name=a.name, system_prompt=a.system_prompt, zone=a.zone, max_model_calls=a.max_turns,
                               max_turn_tokens=a.max_turn_tokens,
                               history_limit=a.history_limit, summary_batch=a.summary_batch,
-                              admin_base_url=config.admin.base_url, summary_model=config.llm.summary_model,
-                              artifacts_dir=config.tools.artifacts.dir),
+                              admin_base_url=config.admin.base_url),
     )
-    conversations.budget = llm.budget
-    conversations.memory = memory
+    conversations = Conversations(
+        store=store, outbox=outbox, runner=runner,
+        commands=ChatCommands(store=store, llm=llm, clock=clock, zone=a.zone, outbox=outbox, indicator=indicator,
+                              memory=memory, assistant=a.name, summary_model=config.llm.summary_model),
+        decisions=Decisions(store=store, confirmations=confirmations, desk=desk, outbox=outbox, indicator=indicator,
+                            history=runner),
+    )
     recovery = Recovery(store=store, confirmations=confirmations, outbox=outbox, clock=clock, zone=a.zone,
                         served=channels.keys(), max_age_s=a.recovery_max_age_s)
     worker = Worker(

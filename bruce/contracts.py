@@ -23,6 +23,7 @@ __all__ = [
     "ToolContext",
     "ToolHandler",
     "wire_name",
+    "default_activity",
     "contract_from_dict",
 ]
 
@@ -39,6 +40,11 @@ class DryRun(StrEnum):
     NONE = "none"
     OPTIONAL = "optional"
     REQUIRED = "required"
+
+
+def default_activity(name: str) -> str:
+    """The label of a tool whose contract names no ``activity`` (an MCP tool): ``Using mcp.x.y``."""
+    return f"Using {name}"
 
 
 def wire_name(name: str) -> str:
@@ -74,10 +80,16 @@ class ToolContract:
     confirm_after_untrusted: bool = False  # needs the user's yes once untrusted text entered the turn
     untrusted_output: bool = False  # its output is text Bruce does not control (a web page, an MCP result)
     wire: str = ""  # the name the model sees, when it is not simply the name with '_' (MCP tools)
+    activity: str = ""  # what the user is shown while it runs ("Searching the web"); empty: ``default_activity``
 
     @property
     def wire_name(self) -> str:
         return self.wire or wire_name(self.name)
+
+    @property
+    def activity_label(self) -> str:
+        """The short label a channel shows while the tool runs."""
+        return self.activity or default_activity(self.name)
 
     def definition(self, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
         """The OpenAI-style function definition sent to the model (``parameters``: the schema as
@@ -95,10 +107,10 @@ class ToolContract:
 def contract_from_dict(data: dict[str, Any]) -> ToolContract:
     """Build a contract from plain data (an MCP server's, a plugin's), naming every missing,
     unknown or ill-typed field at once. Every field must be stated; only ``timeout_s``,
-    ``guideline``, ``cache_ttl_s``, ``server``, ``wire`` (and ``idempotency_window_s`` for a tool that is not idempotent) may be left out."""
+    ``guideline``, ``cache_ttl_s``, ``server``, ``wire``, ``activity`` (and ``idempotency_window_s`` for a tool that is not idempotent) may be left out."""
     known = {f.name: f for f in fields(ToolContract)}
     optional = {"timeout_s", "guideline", "cache_ttl_s", "server", "wire", "confirm_if", "confirm_after_untrusted",
-                "untrusted_output"} | ({"idempotency_window_s"} if data.get("idempotent") is False else set())
+                "untrusted_output", "activity"} | ({"idempotency_window_s"} if data.get("idempotent") is False else set())
     problems = [f"missing field {name!r}" for name in known if name not in data and name not in optional]
     problems += [f"unknown field {name!r}" for name in data if name not in known]
     values = dict(data)

@@ -13,6 +13,7 @@ __all__ = [
     "Direction",
     "MessageKind",
     "MessageStatus",
+    "PayloadKind",
     "TurnSource",
     "TurnStatus",
     "ToolStatus",
@@ -50,7 +51,7 @@ class Direction(StrEnum):
 
 class MessageKind(StrEnum):
     CHAT = "chat"  # part of the conversation the model sees
-    NOTICE = "notice"  # apologies and error notes: sent and stored, kept out of the model's history
+    NOTICE = "notice"  # apologies, error notes, approval requests, files: sent, stored, kept out of the model's history
 
 
 class MessageStatus(StrEnum):
@@ -63,6 +64,14 @@ class MessageStatus(StrEnum):
     # outbound: pending -> sent | unsent (kept and re-sent); 'failed' only in old databases
     SENT = "sent"
     UNSENT = "unsent"
+
+
+class PayloadKind(StrEnum):
+    """What an outbound row carries to the channel: all of them go out through the outbox."""
+
+    TEXT = "text"  # a reply: split into pieces for ``send_text``
+    CONFIRMATION = "confirmation"  # an approval request with its buttons (``send_confirmation``), payload JSON
+    FILE = "file"  # a document (``send_file``), payload JSON: its path and caption
 
 
 class TurnSource(StrEnum):

@@ -3,7 +3,7 @@
 Lines are read on a daemon thread (so a blocked read never holds up shutdown) and handed to
 the worker; each reply is printed before the next prompt. ``/quit`` or end of input ends the
 session. With a terminal, input gets readline editing and history. While a turn runs, each
-tool step is printed as a line (``  · web.search: ok``) on standard error, so a pipe's output
+tool step is printed as a line (``  · <the tool's name>: ok``) on standard error, so a pipe's output
 holds only the replies; the answer itself is printed once, complete, when it is sent.
 
 What this channel prints comes from a model, a web page or a file, so a terminal must never

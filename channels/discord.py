@@ -68,6 +68,7 @@ from bruce.channel import ConfirmationRequest, DecisionReport, Inbound, Incoming
 from bruce.clock import Clock
 from bruce.config.schema import DiscordConfig
 from bruce.errors import BruceError, ChannelSendError, ConfigError, StoreError
+from bruce.turns.commands import COMMANDS, CommandSpec, help_text
 from bruce.values import DecisionOutcome
 from channels.discord_format import MESSAGE_LIMIT, split_message
 from channels.discord_ui import NO_MENTIONS, StatusMessage, approval_text, approval_view, decided_text, parse_custom_id
@@ -85,9 +86,10 @@ START_BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)
 RECENT_SENT = 500  # our latest message ids, to recognise a reply to one of them
 GUILD_READY_TIMEOUT_S = 0.5  # on_ready waits this long after the last GUILD_CREATE (discord.py's default: 2 s)
 UNSUPPORTED = "I can only read text messages for now; files, images and stickers are not supported yet."
-HELP = ("I'm {name}, your assistant. Write to me in a direct message, or mention me in a channel I'm allowed in. "
-        "When an action needs your approval I ask first, with buttons. Documents I save arrive as files. "
-        "/new starts a fresh conversation (I keep a short summary of this one). /id shows your Discord user id.")
+PLATFORM = "Discord"
+ABOUT = ("Write to me in a direct message, or mention me in a channel I'm allowed in. When an action needs your "
+         "approval I ask first, with buttons. Documents I save arrive as files.")
+ANSWERED_HERE = ("help", "id")  # the slash commands this channel answers itself (ephemerally), after the rest
 NOT_HERE = "I don't answer in this channel."
 
 
@@ -355,34 +357,33 @@ class DiscordChannel:
     # slash commands ----------------------------------------------------------------------
 
     def _register_commands(self) -> None:
+        """The menu commands of the table (``bruce.turns.commands``): those the core answers are
+        passed on as their text; ``/help`` and ``/id`` are answered here."""
         tree = self._client.tree
+        menu = {spec.name: spec for spec in COMMANDS if spec.in_menu}
+        for spec in menu.values():
+            if spec.name not in ANSWERED_HERE:
+                self._pass_on(tree, spec)
 
-        @tree.command(name="new", description="start a fresh conversation (a summary of this one is kept)")
-        async def new(interaction: discord.Interaction) -> None:
-            await self._slash_to_core(interaction, "/new", "Starting a fresh conversation…")
-
-        @tree.command(name="jobs", description="your reminders and scheduled jobs, with their next run")
-        async def jobs(interaction: discord.Interaction) -> None:
-            await self._slash_to_core(interaction, "/jobs", "Listing your scheduled jobs…")
-
-        @tree.command(name="usage", description="model calls, tokens and cost of the last days")
-        async def usage(interaction: discord.Interaction) -> None:
-            await self._slash_to_core(interaction, "/usage", "Adding up the model's use…")
-
-        @tree.command(name="help", description="what I can do")
+        @tree.command(name="help", description=menu["help"].describe(PLATFORM))
         async def help_(interaction: discord.Interaction) -> None:
-            await self._ephemeral(interaction, HELP.format(name=self._assistant))
+            await self._ephemeral(interaction, help_text(self._assistant, about=ABOUT, platform=PLATFORM))
 
-        @tree.command(name="id", description="your Discord user id, for the allow-list")
+        @tree.command(name="id", description=menu["id"].describe(PLATFORM))
         async def id_(interaction: discord.Interaction) -> None:
             await self._ephemeral(interaction, f"Your Discord user id is {interaction.user.id}.")
+
+    def _pass_on(self, tree: app_commands.CommandTree[_Client], spec: CommandSpec) -> None:
+        @tree.command(name=spec.name, description=spec.describe(PLATFORM))
+        async def passed_on(interaction: discord.Interaction) -> None:
+            await self._slash_to_core(interaction, spec.usage, spec.ack)
 
     async def _ephemeral(self, interaction: discord.Interaction, text: str) -> None:
         with contextlib.suppress(*_SEND_ERRORS):
             await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
 
     async def _slash_to_core(self, interaction: discord.Interaction, text: str, ack: str) -> None:
-        """``/new`` and ``/jobs`` go to the core as that text (it answers in the conversation)."""
+        """``/new``, ``/jobs``, ``/usage`` go to the core as that text (it answers in the conversation)."""
         channel = interaction.channel
         private = channel is None or _is_dm(channel)
         if self._inbound is None or interaction.channel_id is None or not private and not self._allowed_here(channel):

@@ -40,9 +40,6 @@ NO_MENTIONS = discord.AllowedMentions.none()  # the model's text never pings @ev
 EDIT_EVERY_S = 1.5
 STATUS_TIMEOUT_S = 10.0
 CUSTOM_ID = re.compile(r"bruce:(approve|deny):([A-Za-z0-9_-]{1,64})")
-STEP_TEXT = {"web.search": "Searching the web", "web.read_url": "Reading a page", "math.calculate": "Calculating",
-             "clock.now": "Checking the time", "artifact.save": "Saving a document",
-             "files.write": "Preparing a note", "http.post": "Preparing a request"}
 _MARK = {ToolStatus.OK: "✓", ToolStatus.AWAITING_CONFIRMATION: "⏸", ToolStatus.SKIPPED: "–"}
 
 
@@ -86,12 +83,12 @@ def approval_view(confirmation_id: str, *, step_up: bool, disabled: bool = False
 @dataclass(slots=True)
 class _Step:
     tool: str
+    activity: str  # the tool's label, from its contract
     status: ToolStatus | None = None
 
     def line(self) -> str:
-        label = STEP_TEXT.get(self.tool, f"Using {self.tool}")
         mark = "…" if self.status is None else _MARK.get(self.status, "✗")
-        return f"{mark} {label}"
+        return f"{mark} {self.activity}"
 
 
 class StatusMessage:
@@ -111,8 +108,8 @@ class StatusMessage:
 
     async def emit(self, event: ProgressEvent) -> None:
         match event:
-            case ToolStarted(tool=tool):
-                self._steps.append(_Step(tool))
+            case ToolStarted(tool=tool, activity=activity):
+                self._steps.append(_Step(tool, activity))
             case ToolFinished(tool=tool, status=status):
                 for step in reversed(self._steps):
                     if step.tool == tool and step.status is None:

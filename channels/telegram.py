@@ -7,7 +7,8 @@ Bot API requests (JSON over aiohttp) and receiving starts at once, while
 ``channels.telegram_bot`` (aiogram: reading updates into its types, sending) is imported in
 a thread beside it. The first updates wait for that import, never the other way round.
 
-Receiving. Long polling by default: our own loop around ``getUpdates``, not aiogram's
+Receiving (``telegram_polling.py``, ``telegram_webhook.py``; the control calls in
+``telegram_api.py``). Long polling by default: our own loop around ``getUpdates``, not aiogram's
 ``Dispatcher.start_polling``, because a bot must never end up half-dead: ``getMe`` at start
 is retried with backoff while the network is down (a 401 is a clear error naming
 ``channels.telegram.token``); any webhook is deleted first; ``409 Conflict`` (another
@@ -47,28 +48,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import html
 import importlib
-import json
 import re
 import time
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import aiohttp
 import structlog
-from aiohttp import web
 
 from bruce.channel import ConfirmationRequest, Inbound, IncomingMessage
 from bruce.clock import Clock
 from bruce.config.schema import TelegramConfig
-from bruce.errors import BruceError, ChannelSendError, ConfigError, StoreError
+from bruce.errors import BruceError, ChannelSendError, ConfigError
 from bruce.limits import Quiet
+from bruce.turns.commands import COMMANDS, help_text
 from bruce.turns.progress import ProgressEvent, TextDelta, Thinking, ToolFinished, ToolStarted
-from channels.telegram_format import split_html, to_telegram_html
+from channels.telegram_api import BotAPI, Refused, Unreachable, check_token
+from channels.telegram_format import to_telegram_html
+from channels.telegram_polling import Poller
+from channels.telegram_split import split_html
+from channels.telegram_webhook import WebhookServer
 
 if TYPE_CHECKING:
     from aiogram.types import CallbackQuery, Message, Update
@@ -79,84 +81,14 @@ __all__ = ["TelegramChannel"]
 
 log = structlog.get_logger(__name__)
 
-OFFICIAL_API = "https://api.telegram.org"
 TYPING_EVERY_S = 4.0
 DRAFT_EVERY_S = 1.0
-START_BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)  # getMe at start while the network is down
-POLL_BACKOFF_MAX_S = 30.0
-CONTROL_TIMEOUT_S = 20.0  # getMe, deleteWebhook, setMyCommands, setWebhook
-MAX_ANSWER_BYTES = 32 * 2**20  # a getUpdates answer is at most 100 updates; a proxy gone wrong gets no more
-CONFLICTS_BEFORE_WARNING = 3
 ID_QUIET_S = 60.0  # a sender outside the allow-list gets one /id answer a minute
-ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
-COMMANDS = [("help", "what I can do"), ("id", "your Telegram user id, for the allow-list"),
-            ("approve", "approve a pending request: /approve ID"), ("deny", "deny a pending request: /deny ID"),
-            ("new", "start a fresh conversation (a summary of this one is kept)"),
-            ("jobs", "your reminders and scheduled jobs, with their next run"),
-            ("usage", "model calls, tokens and cost of the last days"),
-            ("memory", "what I remember about you"), ("forget", "forget one thing I remember: /forget ID")]
-STEP_TEXT = {"web.search": "Searching the web…", "web.read_url": "Reading a page…", "math.calculate": "Calculating…",
-             "clock.now": "Checking the time…", "artifact.save": "Saving a document…",
-             "files.write": "Preparing a note…", "http.post": "Preparing a request…"}
+PLATFORM = "Telegram"
+MENU = [{"command": spec.name, "description": spec.menu_line(PLATFORM)} for spec in COMMANDS]  # setMyCommands
 UNSUPPORTED = "I can only read text messages for now; photos, voice messages, stickers and files are not supported yet."
-HELP = ("I'm {name}, your assistant. Write to me in plain text. When an action needs your approval I ask "
-        "first, with buttons. Documents I save arrive as files. /new starts a fresh conversation (I keep a short "
-        "summary of this one). /id shows your Telegram user id.")
-
-
-def _check_token(token: str) -> None:
-    """The shape of a bot token (``123456:ABC-...``), as aiogram checks it, without importing aiogram."""
-    left, sep, right = token.partition(":")
-    if not sep or not left.isdigit() or not right or any(c.isspace() for c in token):
-        raise ConfigError("channels.telegram.token: not a Telegram bot token (it looks like 123456:ABC-...)")
-
-
-class Refused(Exception):
-    """A Bot API call answered ``ok: false`` (or not with JSON at all)."""
-
-    def __init__(self, method: str, status: int, description: str, retry_after: float | None = None) -> None:
-        super().__init__(f"{method}: {status} {description}")
-        self.status, self.description, self.retry_after = status, description, retry_after
-
-
-Unreachable = (aiohttp.ClientError, TimeoutError)  # no answer at all: the network, a time-out
-
-
-class BotAPI:
-    """The Bot API's control calls as plain JSON requests: what receiving needs before (and
-    without) aiogram."""
-
-    def __init__(self, token: str, api_base: str | None) -> None:
-        self._base = f"{(api_base or OFFICIAL_API).rstrip('/')}/bot{token}"
-        self._http: aiohttp.ClientSession | None = None
-
-    async def call(self, method: str, params: dict[str, Any], *, timeout: float = CONTROL_TIMEOUT_S) -> Any:
-        """The call's ``result``; ``Refused`` when Telegram says no, ``Unreachable`` when it says nothing."""
-        if self._http is None or self._http.closed:
-            self._http = aiohttp.ClientSession()
-        async with self._http.post(f"{self._base}/{method}", json=params,
-                                   timeout=aiohttp.ClientTimeout(total=timeout)) as response:
-            raw = await response.content.read(MAX_ANSWER_BYTES + 1)
-            status = response.status
-        if len(raw) > MAX_ANSWER_BYTES:
-            raise Refused(method, status, f"an answer over {MAX_ANSWER_BYTES // 2**20} MB")
-        try:
-            body = json.loads(raw)
-        except (ValueError, RecursionError):  # not JSON, or JSON nested past the parser's depth
-            raise Refused(method, status, "not a JSON answer") from None
-        if not isinstance(body, dict):
-            raise Refused(method, status, "not a Bot API answer")
-        if status == 200 and body.get("ok") is True:
-            return body.get("result")
-        parameters = body.get("parameters")
-        retry_after = parameters.get("retry_after") if isinstance(parameters, dict) else None
-        raise Refused(method, status, str(body.get("description") or "no description")[:300],
-                      float(retry_after) if isinstance(retry_after, int | float) else None)
-
-    async def close(self) -> None:
-        if self._http is not None:
-            await self._http.close()
-            self._http = None
+ABOUT = ("Write to me in plain text. When an action needs your approval I ask first, with buttons. Documents I "
+         "save arrive as files.")
 
 
 class TelegramChannel:
@@ -167,7 +99,7 @@ class TelegramChannel:
         if section.token is None:
             raise ConfigError("channels.telegram.token: required when channels.telegram.enabled is true "
                               '(e.g. token: "${TELEGRAM_BOT_TOKEN}")')
-        _check_token(section.token.get_secret_value())
+        check_token(section.token.get_secret_value())
         self._api = BotAPI(section.token.get_secret_value(), section.api_base)
         self._section = section
         self._clock = clock
@@ -176,11 +108,12 @@ class TelegramChannel:
         self._sdk: asyncio.Task[TelegramBot] | None = None  # aiogram, loading in a thread
         self._username = ""
         self._bot_id = 0
-        self._tasks: list[asyncio.Task[None]] = []
-        self._runner: web.AppRunner | None = None
+        self._poller = Poller(self._api, poll_timeout_s=section.poll_timeout_s, clock=clock, connect=self._reconnect,
+                              bot=self._bot, handle=self._handle, received=self._received)
+        self._webhook = WebhookServer(self._api, section.webhook, bot=self._bot, handle=self._handle,
+                                      received=self._received)
         self._drafts_refused = False
         self._order = asyncio.Lock()  # updates are handled one at a time, in order
-        self._polled_at = time.monotonic()  # the last getUpdates that completed (monotonic)
         self.last_receive: datetime | None = None  # the last getUpdates (or webhook call) that completed
         self._id_told = Quiet(ID_QUIET_S)  # strangers answered /id lately
 
@@ -193,10 +126,9 @@ class TelegramChannel:
         if self._section.mode == "webhook":
             if not connected:
                 raise BruceError("Telegram is unreachable; webhook mode cannot register its URL")
-            await self._serve_webhook()
+            await self._webhook.start()
         else:
-            self._tasks.append(asyncio.create_task(self._keep_polling(connected), name="telegram.poll"))
-            self._tasks.append(asyncio.create_task(self._watchdog(), name="telegram.watchdog"))
+            self._poller.start(connected)
         log.info("telegram.started", mode=self._section.mode, bot=self._username or None)
 
     async def _load_sdk(self) -> TelegramBot:
@@ -241,17 +173,15 @@ class TelegramChannel:
         self._username = str((me or {}).get("username") or "").lower()
         self._bot_id = int((me or {}).get("id") or 0)
         with contextlib.suppress(Refused, *Unreachable):
-            await self._api.call("setMyCommands", {"commands": [{"command": c, "description": d} for c, d in COMMANDS]})
+            await self._api.call("setMyCommands", {"commands": MENU})
         return True
 
+    async def _reconnect(self) -> bool:
+        return await self._connect(first=False)
+
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self._poller.stop()
+        await self._webhook.stop()
         await self._api.close()
         if self._sdk is not None:
             if self._sdk.done() and not self._sdk.cancelled() and self._sdk.exception() is None:
@@ -261,163 +191,15 @@ class TelegramChannel:
             self._sdk = None
         self._inbound = None
 
-    # receiving: long polling ---------------------------------------------------------------
-
-    async def _keep_polling(self, connected: bool) -> None:
-        delay_index = 0
-        while not connected:
-            await self._clock.sleep(START_BACKOFF_S[min(delay_index, len(START_BACKOFF_S) - 1)])
-            delay_index += 1
-            try:
-                connected = await self._connect(first=False)
-            except ConfigError as exc:
-                log.error("telegram.stopped", reason=str(exc))
-                return
-            except (Refused, *Unreachable):
-                continue
-        while True:
-            try:
-                await self._api.call("deleteWebhook", {"drop_pending_updates": False})
-                break
-            except Refused as exc:
-                if exc.status == 401:
-                    log.error("telegram.stopped", reason="channels.telegram.token was refused (401 Unauthorized)")
-                    return
-                log.warning("telegram.delete_webhook_failed", error=f"{exc.status} {exc.description}")
-            except Unreachable as exc:
-                log.warning("telegram.delete_webhook_failed", error=type(exc).__name__)
-            await self._clock.sleep(2.0)
-        await self._poll()
-
-    async def _poll(self) -> None:
-        offset: int | None = None
-        conflicts, failures = 0, 0
-        timeout = self._section.poll_timeout_s
-        while True:
-            params: dict[str, Any] = {"timeout": timeout, "allowed_updates": ALLOWED_UPDATES}
-            if offset is not None:
-                params["offset"] = offset
-            try:
-                result = await self._api.call("getUpdates", params, timeout=timeout + 10)
-                if not isinstance(result, list):
-                    raise Refused("getUpdates", 200, "the result is not a list of updates")
-            except Refused as exc:
-                if exc.status == 401:
-                    log.error("telegram.stopped", reason="channels.telegram.token was refused (401 Unauthorized)")
-                    return
-                if exc.status == 409:
-                    conflicts += 1
-                    if conflicts == CONFLICTS_BEFORE_WARNING:
-                        log.error("telegram.conflict", hint="another instance may be polling the same bot token")
-                    await self._clock.sleep(min(2.0 ** min(conflicts, 5), POLL_BACKOFF_MAX_S))
-                    continue
-                failures += 1
-                log.warning("telegram.poll_failed", error=f"{exc.status} {exc.description}", attempt=failures)
-                await self._clock.sleep(max(exc.retry_after or 0.0, min(2.0 ** min(failures, 5), POLL_BACKOFF_MAX_S)))
-                continue
-            except Unreachable as exc:
-                failures += 1
-                log.warning("telegram.poll_failed", error=type(exc).__name__, attempt=failures)
-                await self._clock.sleep(min(2.0 ** min(failures, 5), POLL_BACKOFF_MAX_S))
-                continue
-            conflicts = failures = 0
-            self._received()
-            offset = await self._take(result, offset)
-
-    async def _take(self, items: list[Any], offset: int | None) -> int | None:
-        """Handle one ``getUpdates`` answer in ``update_id`` order; the next offset to ask for.
-        An update is confirmed once handled; one that cannot be stored is not, and the rest of
-        the batch waits with it for the next poll."""
-        numbered = [(item["update_id"], item) for item in items
-                    if isinstance(item, dict) and isinstance(item.get("update_id"), int)]
-        if len(numbered) < len(items):
-            log.warning("telegram.update_unreadable", update_id=None, count=len(items) - len(numbered))
-        if not numbered:
-            return offset
-        bot = await self._bot()
-        for update_id, item in sorted(numbered, key=lambda pair: pair[0]):
-            if update_id < (offset or 0):
-                continue
-            try:
-                update = bot.read_update(item)
-            except ValueError:
-                log.warning("telegram.update_unreadable", update_id=update_id)
-                offset = update_id + 1
-                continue
-            try:
-                await self._handle(update)
-            except StoreError as exc:  # not confirmed: Telegram gives it to us again
-                log.warning("telegram.store_failed", update_id=update_id, error=str(exc))
-                await self._clock.sleep(2.0)
-                return offset
-            except Exception:  # a bug of ours on this update: logged, and the next ones still come
-                log.exception("telegram.update_failed", update_id=update_id)
-            offset = update_id + 1
-        return offset
+    # receiving ---------------------------------------------------------------------------
 
     def _received(self) -> None:
-        self._polled_at = time.monotonic()
         self.last_receive = self._clock.now()
-
-    async def _watchdog(self) -> None:
-        """Restart polling when no getUpdates has completed for three poll time-outs."""
-        limit = 3 * (self._section.poll_timeout_s + 10)
-        while True:
-            await asyncio.sleep(self._section.poll_timeout_s)
-            poller = self._tasks[0] if self._tasks else None
-            if poller is None:
-                return
-            if time.monotonic() - self._polled_at > limit and not poller.done():
-                log.error("telegram.poll_stalled", seconds=round(time.monotonic() - self._polled_at))
-                poller.cancel()
-                await asyncio.gather(poller, return_exceptions=True)
-                self._polled_at = time.monotonic()
-                self._tasks[0] = asyncio.create_task(self._keep_polling(True), name="telegram.poll")
-
-    # receiving: webhook ------------------------------------------------------------------
-
-    async def _serve_webhook(self) -> None:
-        hook = self._section.webhook
-        assert hook.url is not None and hook.secret_token is not None  # checked by the config
-        app = web.Application(client_max_size=1024 * 1024)
-        app.router.add_post(hook.path, self._on_webhook)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, hook.host, hook.port)
-        await site.start()
-        try:
-            await self._api.call("setWebhook", {"url": hook.url, "secret_token": hook.secret_token.get_secret_value(),
-                                                "allowed_updates": ALLOWED_UPDATES})
-        except Refused as exc:
-            raise BruceError(f"Telegram refused the webhook (channels.telegram.webhook.url): {exc.description}") from None
-        except Unreachable:
-            raise BruceError("Telegram is unreachable; webhook mode cannot register its URL") from None
 
     @property
     def webhook_port(self) -> int | None:
         """The port the webhook server listens on (the configured one, or the one given for 0)."""
-        if self._runner is None or not self._runner.addresses:
-            return None
-        return int(self._runner.addresses[0][1])
-
-    async def _on_webhook(self, request: web.Request) -> web.Response:
-        secret = self._section.webhook.secret_token
-        assert secret is not None
-        given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
-        if not hmac.compare_digest(given.encode(), secret.get_secret_value().encode()):
-            log.warning("telegram.webhook_refused", remote=request.remote)
-            return web.json_response({"ok": False, "error": "missing or wrong secret token"}, status=401)
-        bot = await self._bot()
-        try:
-            update = bot.read_update(await request.json())
-        except (ValueError, RecursionError):
-            return web.json_response({"ok": False, "error": "not a Telegram update"}, status=400)
-        self._received()
-        try:
-            await self._handle(update)
-        except StoreError:  # not acknowledged: Telegram sends it again
-            return web.json_response({"ok": False, "error": "try again"}, status=503)
-        return web.json_response({"ok": True})
+        return self._webhook.port
 
     # one update ------------------------------------------------------------------------
 
@@ -481,7 +263,7 @@ class TelegramChannel:
                 await (await self._bot()).send_plain(message.chat.id, f"Your Telegram user id is {sender}.")
             return True
         if allowed:
-            await (await self._bot()).send_plain(message.chat.id, HELP.format(name=self._assistant))
+            await (await self._bot()).send_plain(message.chat.id, help_text(self._assistant, about=ABOUT, platform=PLATFORM))
             return True
         return False  # /start or /help from a stranger goes on to admission (pairing explains itself)
 
@@ -581,8 +363,8 @@ class _Draft:
         match event:
             case Thinking():
                 self._text = ""
-            case ToolStarted(tool=tool):
-                self._step = STEP_TEXT.get(tool, f"Using {tool}…")
+            case ToolStarted(activity=activity):
+                self._step = f"{activity}…"
             case ToolFinished():
                 self._step = ""
             case TextDelta(text=text):

@@ -6,8 +6,8 @@ front of these routes, which the app assembly mounts (``routes``):
 
 * ``POST /api/chat/messages`` ``{"text": "..."}``: delivered like any message (202);
 * ``GET /api/chat/events``: server-sent events, one JSON object per event: ``thinking``,
-  ``tool_started`` / ``tool_finished``, ``delta`` (the answer's text as it streams), ``text``
-  (a reply), ``confirmation`` (Approve / Deny; none for a step-up request), ``file``;
+  ``tool_started`` (with the tool's ``activity`` label) / ``tool_finished``, ``delta`` (the
+  answer's text as it streams), ``text`` (a reply), ``confirmation`` (Approve / Deny; none for a step-up request), ``file``;
 * ``POST /api/chat/decide`` ``{"id": "...", "approve": true}``: the same decision as a button
   on Telegram (``inbound.decide``).
 
@@ -55,8 +55,8 @@ class _Sink:
         match event:
             case Thinking():
                 shown: dict[str, Any] = {"type": "thinking"}
-            case ToolStarted(tool=tool):
-                shown = {"type": "tool_started", "tool": tool}
+            case ToolStarted(tool=tool, activity=activity):
+                shown = {"type": "tool_started", "tool": tool, "activity": activity}
             case ToolFinished(tool=tool, status=status):
                 shown = {"type": "tool_finished", "tool": tool, "status": str(status)}
             case TextDelta(text=text):

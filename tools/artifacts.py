@@ -62,6 +62,7 @@ def _description(max_bytes: int) -> str:
 
 ARTIFACT_SAVE = ToolContract(
     name="artifact.save",
+    activity="Saving a document",
     description=_description(DEFAULT_MAX_BYTES),
     category="documents",
     risk=Risk.MEDIUM,

@@ -53,6 +53,7 @@ _MAX_EXPONENT_BITS = 64  # any integer exponent beyond this (with |base| >= 2) i
 
 MATH_CALCULATE = ToolContract(
     name="math.calculate",
+    activity="Calculating",
     description=(
         "Evaluate an arithmetic expression exactly, e.g. '(1200*0.15)+32' or 'sqrt(2)**2'. Supports + - * / // % **, "
         "parentheses, pi, e, and sqrt, log, log10, exp, sin, cos, tan, asin, acos, atan, floor, ceil, abs, round, min, "

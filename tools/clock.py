@@ -12,6 +12,7 @@ __all__ = ["CLOCK_NOW", "clock_now"]
 
 CLOCK_NOW = ToolContract(
     name="clock.now",
+    activity="Checking the time",
     description="Current date, time, weekday and UTC offset, in the user's timezone or an IANA timezone you name.",
     category="time",
     risk=Risk.LOW,

@@ -172,6 +172,7 @@ def _description(max_bytes: int) -> str:
 
 FILES_WRITE = ToolContract(
     name="files.write",
+    activity="Preparing a note",
     description=_description(DEFAULT_MAX_BYTES),
     category="files",
     risk=Risk.HIGH,

@@ -15,6 +15,9 @@ Allow-list rule (config key ``tools.http_post.allowed_urls``), for each entry:
 * the query string must be exactly the entry's (an entry without one allows none);
 * URLs with ``user:password@`` are never allowed.
 
+The URL and path rules are ``bruce.config.rules``'s (``url_problem``, ``plain_path``): the config
+checks each entry with the same rule this tool applies to every URL it is asked to use.
+
 The dry-run preview shows the URL with its secrets masked (``?token=***``, see
 ``bruce.log.redact_urls``), as do error messages; the stored action keeps the URL that will run.
 
@@ -26,14 +29,14 @@ Redirects are not followed: a 3xx answer is returned as it is. Failure codes: ``
 from __future__ import annotations
 
 import json
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 
+from bruce.config.rules import plain_path, url_problem
 from bruce.contracts import DryRun, Risk, ToolContext, ToolContract, ToolHandler
 from bruce.errors import ConfigError, ToolFailed
 from bruce.log import redact_urls
@@ -45,7 +48,6 @@ CONFIG_KEY = "tools.http_post.allowed_urls"
 DEFAULT_TIMEOUT_S = 15.0
 DEFAULT_RESPONSE_CHARS = 2000
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_MAX_DECODING_ROUNDS = 4  # percent-encoding nested deeper than this is refused
 
 
 class _Entry(NamedTuple):
@@ -61,43 +63,17 @@ class _Target(NamedTuple):
     path: str  # percent-decoded, checked
 
 
-def _decoded(path: str) -> str | None:
-    """``path`` percent-decoded until nothing changes (NFKC-normalised), or None if that does not end
-    or gives bytes that are not UTF-8."""
-    for _ in range(_MAX_DECODING_ROUNDS):
-        try:
-            once = unquote(path, errors="strict")
-        except UnicodeDecodeError:
-            return None
-        if once == path:
-            return unicodedata.normalize("NFKC", path)
-        path = once
-    return None
-
-
-def _plain_path(path: str) -> str | None:
-    """The decoded path, or None if a server could read it as another path than the one matched."""
-    decoded = _decoded(path)
-    if decoded is None or decoded.count("/") != path.count("/"):  # an encoded (or look-alike) slash
-        return None
-    segments = decoded.split("/")
-    if any(c in decoded for c in "\\;") or any(ord(c) < 0x20 or c == "\x7f" for c in decoded):
-        return None
-    if any(segment in (".", "..") for segment in segments) or "" in segments[1:-1]:
-        return None
-    return decoded
-
-
 def _parse(url: str) -> _Target | None:
+    """The URL and its checked path, or None: the config's rule for an entry (``url_problem``), and a
+    path that reads the same as the model wrote it and as it would be sent (httpx resolves "..")."""
+    if url_problem(url) is not None:
+        return None
     try:
         parsed = httpx.URL(url)
-        has_host = bool(parsed.host)  # an xn-- host that is not valid IDNA: IDNAError, a ValueError
-        written = _plain_path(urlsplit(url).path or "/")  # as the model wrote it (httpx resolves "..")
+        written = plain_path(urlsplit(url).path or "/")
     except (httpx.InvalidURL, TypeError, ValueError):
         return None
-    if parsed.scheme not in _DEFAULT_PORTS or not has_host or parsed.userinfo:
-        return None
-    sent = _plain_path(parsed.raw_path.decode("ascii").split("?", 1)[0])
+    sent = plain_path(parsed.raw_path.decode("ascii").split("?", 1)[0])
     if written is None or written != sent:
         return None
     return _Target(parsed, written)
@@ -136,6 +112,7 @@ def _description(max_response_chars: int) -> str:
 
 HTTP_POST = ToolContract(
     name="http.post",
+    activity="Preparing a request",
     description=_description(DEFAULT_RESPONSE_CHARS),
     category="network",
     risk=Risk.CRITICAL,

@@ -23,6 +23,7 @@ NO_MEMORY = "long-term memory is not available in this process"
 
 MEMORY_REMEMBER = ToolContract(
     name="memory.remember",
+    activity="Remembering",
     description="Keep something about the user in long-term memory, when they ask you to remember it.",
     category="memory",
     risk=Risk.LOW,
@@ -44,6 +45,7 @@ MEMORY_REMEMBER = ToolContract(
 
 MEMORY_SEARCH = ToolContract(
     name="memory.search",
+    activity="Searching my memory",
     description="Search long-term memory (facts and summaries) by keywords.",
     category="memory",
     risk=Risk.LOW,
@@ -60,6 +62,7 @@ MEMORY_SEARCH = ToolContract(
 
 MEMORY_FORGET = ToolContract(
     name="memory.forget",
+    activity="Forgetting",
     description=("Forget facts in long-term memory: one by its id (from memory_search), or all that match a "
                  "query (the user is asked first)."),
     category="memory",

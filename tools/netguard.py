@@ -27,7 +27,7 @@ public address the first time and ``127.0.0.1`` the second (DNS rebinding): a
 time-of-check/time-of-use gap.
 
 :class:`PinnedTransport` closes that gap for clients built with it (the
-default client of ``tools.web.read_url`` is). It is an
+default client of ``tools.web.page.read_url`` is). It is an
 ``httpx.AsyncHTTPTransport`` whose network backend checks the address of the
 peer the socket is *actually connected to*, right after the TCP connect and
 before a single byte is sent, and aborts the connection if it is blocked.

@@ -71,6 +71,7 @@ _FAILURES = ("invalid_args", "unavailable")
 
 PROACTIVE_CREATE = ToolContract(
     name="proactive.create",
+    activity="Scheduling a job",
     description=(
         "Schedule a reminder or a recurring job in this conversation. execution_mode 'message' sends 'content' "
         "as it is when due (a reminder); 'agent' runs 'content' as an instruction for you, with tools, when due "
@@ -117,6 +118,7 @@ PROACTIVE_CREATE = ToolContract(
 
 PROACTIVE_LIST = ToolContract(
     name="proactive.list",
+    activity="Looking at your jobs",
     description="The reminders and scheduled jobs of this conversation that are still live (active or paused), "
                 "with their job_id, schedule and next run.",
     category="schedule",
@@ -133,6 +135,7 @@ PROACTIVE_LIST = ToolContract(
 
 PROACTIVE_UPDATE = ToolContract(
     name="proactive.update",
+    activity="Changing a job",
     description=(
         "Pause, resume or reschedule one of this conversation's jobs (its job_id from proactive_list). "
         "reschedule: give exactly one of at, in_seconds, cron, every_seconds (and timezone if needed); the "
@@ -163,6 +166,7 @@ PROACTIVE_UPDATE = ToolContract(
 
 PROACTIVE_CANCEL = ToolContract(
     name="proactive.cancel",
+    activity="Cancelling a job",
     description="Cancel one of this conversation's jobs for good (its job_id from proactive_list). Returns the job.",
     category="schedule",
     risk=Risk.MEDIUM,

@@ -1,4 +1,4 @@
-"""web.search and web.read_url: contracts and handlers over the functions in ``tools.web``."""
+"""web.search and web.read_url: contracts and handlers over the functions in the ``tools.web`` package."""
 
 from __future__ import annotations
 
@@ -8,16 +8,19 @@ from typing import Any
 
 import httpx
 
+from bruce.config.rules import host_entry
 from bruce.config.schema import WebToolsConfig
 from bruce.contracts import Risk, ToolContext, ToolContract, ToolHandler
 from bruce.errors import ToolFailed
 from tools.netguard import resolve_and_check
-from tools.web import BraveBackend, DuckDuckGoBackend, Guard, SearchBackend, SearxNGBackend, read_url, web_search
+from tools.web.page import Guard, read_url
+from tools.web.search import BraveBackend, DuckDuckGoBackend, SearchBackend, SearxNGBackend, web_search
 
 __all__ = ["web_tools", "search_backend", "only_hosts"]
 
 WEB_SEARCH = ToolContract(
     name="web.search",
+    activity="Searching the web",
     description="Search the web. Returns the top results with title, url and snippet. Read a result with web_read_url.",
     category="web",
     risk=Risk.LOW,
@@ -56,6 +59,7 @@ WEB_SEARCH = ToolContract(
 
 WEB_READ_URL = ToolContract(
     name="web.read_url",
+    activity="Reading a page",
     description=(
         "Fetch a public web page and return its readable text and title. Private, loopback and link-local "
         "addresses are refused."
@@ -107,9 +111,8 @@ def only_hosts(allowed: Collection[str]) -> Guard:
     async def guard(url: str, *, allow_private: bool) -> None:
         await resolve_and_check(url, allow_private=True)  # the URL's form and scheme only: no DNS lookup yet
         parsed = httpx.URL(url)  # resolve_and_check has refused what does not parse
-        host = parsed.host.lower()
-        shown = f"[{host}]" if ":" in host else host
-        if shown not in hosts and f"{shown}:{parsed.port}" not in hosts:
+        shown = host_entry(parsed.host)
+        if shown not in hosts and host_entry(parsed.host, parsed.port) not in hosts:
             # before any lookup: a name the model made up (from a page it read) is never sent to DNS
             raise ToolFailed(f"Refused to fetch from host '{shown}': only {', '.join(sorted(hosts))} may be fetched "
                              "here (tools.web.allowed_hosts).", code="blocked_address")

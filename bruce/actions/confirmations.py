@@ -18,7 +18,8 @@ from bruce.channel import ConfirmationRequest
 from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.contracts import ToolContract
 from bruce.log import Redactor
-from bruce.store import ConfirmationRecord, Store
+from bruce.records import ConfirmationRecord
+from bruce.store import Store
 from bruce.values import ConfirmationState, ConversationId, DecidedVia, DecisionOutcome
 
 __all__ = ["Confirmations", "Decision", "PendingAction"]

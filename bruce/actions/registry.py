@@ -30,10 +30,20 @@ from bruce.actions.policy import Policy, effective_policy
 from bruce.actions.tool_cache import ToolCache
 from bruce.clock import Clock, utc_iso
 from bruce.config.schema import ToolOverride
-from bruce.contracts import DryRun, Risk, ToolCall, ToolContext, ToolContract, ToolHandler, ToolResult
+from bruce.contracts import (
+    DryRun,
+    Risk,
+    ToolCall,
+    ToolContext,
+    ToolContract,
+    ToolHandler,
+    ToolResult,
+    default_activity,
+)
 from bruce.errors import ContractError, StoreError, ToolError, ToolInputInvalid
 from bruce.log import Redactor
-from bruce.store import Store, ToolExecutionRecord
+from bruce.records import ToolExecutionRecord
+from bruce.store import Store
 from bruce.turns.scope import TurnScope
 from bruce.values import ToolStatus, TurnSource
 
@@ -280,6 +290,11 @@ class ToolRegistry:
     def contract_name(self, wire_name: str) -> str:
         tool = self._tools.get(wire_name)
         return tool.contract.name if tool else wire_name
+
+    def activity(self, wire_name: str) -> str:
+        """What the user is shown while the tool runs (``ToolContract.activity_label``)."""
+        tool = self._tools.get(wire_name)
+        return tool.contract.activity_label if tool else default_activity(wire_name)
 
     # execution ------------------------------------------------------------------------
 

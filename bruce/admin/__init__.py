@@ -2,8 +2,10 @@
 
 aiohttp and Jinja2, server-rendered, no front-end build and nothing from a CDN
 (``bruce/admin/static`` holds the little CSS and JS there is). ``auth`` owns the token, the
-login session, CSRF and the login rate limit; ``server`` the app, its security headers and its
-routes. Everything but ``/healthz`` and ``/login`` needs the admin token.
+login session, CSRF and the login rate limit; ``server`` the app, its lifecycle, the gate, its
+security headers and health; ``pages`` one class per group of pages (logs, llm, turns, jobs,
+pairing, memory, artifacts, chat, metrics, evals), each with its ``routes()``. Everything but
+``/healthz`` and ``/login`` needs the admin token.
 """
 
 from bruce.admin.server import AdminServer

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from bruce.config.schema import Config, unknown_overrides
+from bruce.config.rules import unknown_overrides
+from bruce.config.schema import Config
 from bruce.errors import ConfigError, ContractError
 from bruce.runtime.event_loop import loop_factory
 

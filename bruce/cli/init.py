@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bruce.config.schema import local_zone_name, parse_config, parse_yaml
+from bruce.config.loader import parse_config
+from bruce.config.reader import parse_yaml
+from bruce.config.timezone import local_zone_name
 from bruce.errors import ConfigError
 
 __all__ = ["add_arguments", "init_command", "detect_ollama", "Setup", "ChannelSetup", "render_config",

@@ -34,7 +34,8 @@ import structlog
 
 from bruce.channel import LocalDecision
 from bruce.cli.check import check_config
-from bruce.config.schema import Config, default_config_path, load_config
+from bruce.config.loader import default_config_path, load_config
+from bruce.config.schema import Config
 from bruce.errors import BruceError, ConfigError
 from bruce.log import Redactor, configure_logging
 from bruce.runtime.event_loop import run as run_loop

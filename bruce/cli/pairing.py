@@ -18,9 +18,10 @@ from zoneinfo import ZoneInfo
 from bruce.cli.existing_store import open_existing
 from bruce.clock import SystemClock, parse_iso
 from bruce.config.schema import Config
+from bruce.records import PairingRequestRecord
 from bruce.runtime.access import AccessSettings
 from bruce.runtime.pairing import normalized_code
-from bruce.store import PairingRequestRecord, Store
+from bruce.store import Store
 from bruce.values import DecisionOutcome
 
 __all__ = ["add_arguments", "pairing_command"]

@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from bruce.config.schema import parse_yaml
+from bruce.config.reader import parse_yaml
 from bruce.errors import BruceError, ConfigError
 from bruce.jobs.schedule import SCHEDULE_FIELDS, ScheduleError, parse_schedule, zone_named
 from bruce.values import FactType, ToolStatus

@@ -20,7 +20,7 @@ from bruce.contracts import ToolResult
 from bruce.eval.cases import Expect, JobExpect, ToolExpect, pattern
 from bruce.eval.observed import ToolRun, TurnRecord
 from bruce.jobs.schedule import Schedule, local_text, stored_schedule
-from bruce.store.jobs import JobRecord
+from bruce.records import JobRecord
 from bruce.texts import UNGROUNDED_LINK
 from bruce.turns.claims import unbacked_claims
 from bruce.values import ToolStatus

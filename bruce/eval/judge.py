@@ -22,7 +22,8 @@ from typing import Any
 import structlog
 
 from bruce.clock import Clock, SystemClock
-from bruce.config.schema import Config, LLMConfig, ModelEndpoint, parse_yaml
+from bruce.config.reader import parse_yaml
+from bruce.config.schema import Config, LLMConfig, ModelEndpoint
 from bruce.errors import BruceError, ConfigError, LLMError
 from bruce.eval.observed import CallStats, TurnRecord, call_stats
 from bruce.llm.service import LLMService

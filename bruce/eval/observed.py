@@ -9,8 +9,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from bruce.records import JobRecord
 from bruce.store import Store
-from bruce.store.jobs import JobRecord
+from bruce.values import LLMCallStatus
 
 __all__ = ["ToolRun", "CallStats", "TurnRecord", "job_dict", "call_stats"]
 
@@ -88,17 +89,10 @@ class TurnRecord:
 
 async def call_stats(store: Store, turn_ids: Sequence[str] | None) -> CallStats:
     """Model calls of these turns (None: every call in the case's database)."""
-    sql = "SELECT model, status, latency_ms, prompt_tokens, completion_tokens, cost_usd FROM llm_calls"
-    params: tuple[Any, ...] = ()
-    if turn_ids is not None:
-        if not turn_ids:
-            return CallStats()
-        sql += f" WHERE turn_id IN ({', '.join('?' * len(turn_ids))})"
-        params = tuple(turn_ids)
-    rows = await store.database.rows(sql, params)
-    costs = [float(r["cost_usd"]) for r in rows if r["cost_usd"] is not None]
-    return CallStats(calls=len(rows), failed=sum(r["status"] != "ok" for r in rows),
-                     prompt_tokens=sum(r["prompt_tokens"] or 0 for r in rows),
-                     completion_tokens=sum(r["completion_tokens"] or 0 for r in rows),
-                     cost_usd=sum(costs) if costs else None, latency_ms=sum(float(r["latency_ms"]) for r in rows),
-                     models=tuple(dict.fromkeys(str(r["model"]) for r in rows)))
+    calls = await store.audit.llm_calls_of(turn_ids)
+    costs = [c.cost_usd for c in calls if c.cost_usd is not None]
+    return CallStats(calls=len(calls), failed=sum(c.status is not LLMCallStatus.OK for c in calls),
+                     prompt_tokens=sum(c.prompt_tokens or 0 for c in calls),
+                     completion_tokens=sum(c.completion_tokens or 0 for c in calls),
+                     cost_usd=sum(costs) if costs else None, latency_ms=sum(c.latency_ms for c in calls),
+                     models=tuple(dict.fromkeys(c.model for c in calls)))

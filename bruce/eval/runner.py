@@ -33,7 +33,7 @@ from bruce.eval.clock import CaseClock
 from bruce.eval.judge import Judge, Verdict
 from bruce.eval.observed import CallStats, ToolRun, TurnRecord, call_stats
 from bruce.eval.pages import PageServer
-from bruce.store.records import from_json
+from bruce.values import TurnStatus
 
 __all__ = ["RunSettings", "Attempt", "CaseOutcome", "case_config", "play_case", "run_cases", "TURN_GRACE_S"]
 
@@ -130,38 +130,28 @@ async def _seed(app: App, case: Case, conversation_id: str) -> None:
         path.write_text(content, encoding="utf-8")
 
 
-def _marks(count: int) -> str:
-    return ", ".join("?" * count)
-
-
 async def _observe(app: App, conversation_id: str, platform_id: str) -> dict[str, Any]:
     """The turn's rows: tool executions, model calls, the reply, the jobs, how it ended."""
-    db = app.store.database
-    inbound = await db.row("SELECT id FROM messages WHERE conversation_id = ? AND direction = 'in'"
-                           " AND platform_message_id = ?", (conversation_id, platform_id))
+    messages = app.store.messages
+    inbound = await messages.inbound_by_platform_id(conversation_id, platform_id)
     if inbound is None:
         return {"error": "the message was not stored"}
-    turns = await db.rows("SELECT id, status, error, unbacked_claims FROM turns WHERE inbound_message_id = ?"
-                          " ORDER BY started_at", (inbound["id"],))
-    ids = [str(t["id"]) for t in turns]
-    tools = await db.rows(f"SELECT tool_name, input, output, status, error FROM tool_executions WHERE turn_id IN "
-                          f"({_marks(len(ids))}) ORDER BY id", tuple(ids)) if ids else []
-    replies = await db.rows(f"SELECT text FROM messages WHERE direction = 'out' AND turn_id IN ({_marks(len(ids))})"
-                            " ORDER BY id", tuple(ids)) if ids else []
+    turns = await messages.turns_for_message(inbound.id)
+    ids = [t.id for t in turns]
+    tools = await app.store.audit.tool_executions_of(ids)
+    replies = await messages.replies_of_turns(ids)
     if not replies:  # a command's notice, a refusal: stored without a turn, after the message
-        replies = await db.rows("SELECT text FROM messages WHERE conversation_id = ? AND direction = 'out' AND id > ?"
-                                " ORDER BY id", (conversation_id, inbound["id"]))
+        replies = await messages.outbound_after(conversation_id, inbound.id)
     last = turns[-1] if turns else None
     error = None
     if last is None and not replies:
         error = "no turn ran for this message"
-    elif last is not None and last["status"] != "ok":
-        error = f"the turn ended {last['status']}" + (f" ({last['error']})" if last["error"] else "")
+    elif last is not None and last.status is not TurnStatus.OK:
+        error = f"the turn ended {last.status}" + (f" ({last.error})" if last.error else "")
     return {
-        "reply": "\n\n".join(str(r["text"]) for r in replies),
-        "tools": tuple(ToolRun(str(t["tool_name"]), from_json(t["input"]), str(t["status"]), t["error"],
-                               from_json(t["output"])) for t in tools),
-        "unbacked_claims": sum(int(t["unbacked_claims"] or 0) for t in turns),
+        "reply": "\n\n".join(r.text for r in replies),
+        "tools": tuple(ToolRun(t.tool_name, t.input, str(t.status), t.error, t.output) for t in tools),
+        "unbacked_claims": sum(t.unbacked_claims for t in turns),
         "llm": await call_stats(app.store, ids),
         "jobs": tuple(await app.store.jobs.for_conversation(conversation_id, live_only=False)),
         "error": error,

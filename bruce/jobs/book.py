@@ -19,8 +19,8 @@ from zoneinfo import ZoneInfo
 
 from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.jobs.schedule import SCHEDULE_FIELDS, Schedule, ScheduleError, local_text, parse_schedule, stored_schedule
+from bruce.records import JobRecord
 from bruce.store import Store
-from bruce.store.jobs import JobRecord
 from bruce.values import ConversationId, JobStatus
 
 __all__ = ["JobBook", "JobError", "JobView", "ScheduleError", "MODES", "NOTIFY", "MAX_CONTENT_CHARS", "QUIET_TOKEN"]

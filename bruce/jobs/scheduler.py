@@ -45,10 +45,10 @@ from bruce.errors import ShuttingDown, StoreError
 from bruce.jobs.book import QUIET_TOKEN, JobBook
 from bruce.jobs.schedule import Schedule, local_text
 from bruce.llm.budget import Budget
+from bruce.records import JobRecord, JobRunRecord
 from bruce.store import Store
-from bruce.store.jobs import JobRecord, JobRunRecord
 from bruce.texts import job_missed
-from bruce.turns.conversations import TurnOutcome
+from bruce.turns.runner import TurnOutcome
 from bruce.turns.scope import ToolFilter
 from bruce.values import JobRunStatus, JobStatus, MessageKind, MessageStatus, TurnStatus
 

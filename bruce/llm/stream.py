@@ -69,7 +69,7 @@ def _openai_chunk_stream(stream: Any) -> Any:
 
 async def _read_openai_chunks(stream: Any, raw: Any, parts: StreamParts, scope: TurnScope) -> None:
     """Read the chunks from ``raw``, with the end-of-stream checks litellm's wrapper makes; a failure
-    is raised as the wrapper would raise it, so ``_classify`` sees the same exception."""
+    is raised as the wrapper would raise it, so ``bruce.llm.faults.classify`` sees the same exception."""
     import httpx
 
     try:

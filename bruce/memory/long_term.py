@@ -25,8 +25,8 @@ import structlog
 
 from bruce.clock import Clock, utc_iso
 from bruce.errors import LLMError
+from bruce.records import Fact
 from bruce.store import Store
-from bruce.store.memory import Fact
 from bruce.turns.agent_loop import LLM
 from bruce.turns.prompt import memory_part
 from bruce.turns.scope import TurnScope, new_turn_id

@@ -10,6 +10,7 @@ status``). JSON, one object per line, ``LINE_LIMIT`` bytes at most::
     {"op": "decide", "ref": 2, "id": "ab12cd34", "approve": true, "local": true}
                                                 {"ev": "decided", "ref": 2, "outcome": "queued", ...}
     any time: {"ev": "text", "text": ...}, {"ev": "confirmation", ...}, {"ev": "file", ...},
+              {"ev": "progress", "kind": "tool_started", "tool": ..., "activity": "Searching the web"},
               {"ev": "progress", "kind": "tool_finished", "tool": ..., "status": ...}
     {"op": "health", "ref": 3}                  {"ev": "health", "ref": 3, "last_receive": {"telegram": "2026-…Z"}}
     {"op": "jobs_changed", "ref": 4}            {"ev": "jobs_synced", "ref": 4}  (the scheduler re-read the jobs)
@@ -48,8 +49,8 @@ def progress_event(event: ProgressEvent) -> dict[str, Any] | None:
     match event:
         case Thinking():
             return {"ev": "progress", "kind": "thinking"}
-        case ToolStarted(tool=tool):
-            return {"ev": "progress", "kind": "tool_started", "tool": tool}
+        case ToolStarted(tool=tool, activity=activity):
+            return {"ev": "progress", "kind": "tool_started", "tool": tool, "activity": activity}
         case ToolFinished(tool=tool, status=status):
             return {"ev": "progress", "kind": "tool_finished", "tool": tool, "status": str(status)}
     return None  # the text streams only to channels that show it live
@@ -60,7 +61,7 @@ def read_progress(event: dict[str, Any]) -> ProgressEvent | None:
     if kind == "thinking":
         return Thinking()
     if kind == "tool_started":
-        return ToolStarted(str(event.get("tool")))
+        return ToolStarted(str(event.get("tool")), str(event.get("activity") or ""))
     if kind == "tool_finished":
         try:
             return ToolFinished(str(event.get("tool")), ToolStatus(str(event.get("status"))))

@@ -11,26 +11,40 @@ back the replies after it: one bad message must not silence a conversation. A pl
 than ``max_retry_after_s`` is stored (``retry_at``) and respected by every later try. An
 unsent reply older than ``resend_max_age_s`` is given up (``failed``, logged). Each piece that
 went out is counted in the row, so a resend never repeats a piece: a reply is delivered once.
+
+It is the one outbound door: an approval request with its buttons (``post_confirmation``) and a
+file (``post_file``) are outbound rows too (``payload_kind``, with a JSON ``payload``), queued
+in the same conversation order as the replies and sent by ``send_confirmation`` / ``send_file``
+under the same retries, backoff and resends. One difference: a file the platform refused for
+good (or that can no longer be read) is given up at once (``failed``, logged): sending the same
+document again would be refused again, and the reply that came before it has its link.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import json
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
 
 import structlog
 
-from bruce.channel import Channel, ChannelSendError, SplittingChannel, split_text
+from bruce.channel import Channel, ChannelSendError, ConfirmationRequest, SplittingChannel, split_text
 from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.errors import StoreError
-from bruce.store import Store, StoredMessage
-from bruce.values import ConversationId, MessageKind, MessageStatus
+from bruce.records import StoredMessage
+from bruce.store import Store
+from bruce.values import ConversationId, MessageKind, MessageStatus, PayloadKind
 
 __all__ = ["Outbox", "OutboxSettings"]
 
 log = structlog.get_logger(__name__)
+
+_Send = Callable[[], Awaitable[None]]  # one piece of an outbound row, sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +80,25 @@ class Outbox:
         await self.flush(conversation_id)
         return reply_id
 
+    async def post_confirmation(self, conversation_id: str, request: ConfirmationRequest) -> int:
+        """Store an approval request with what its buttons need, then send it after what was queued before."""
+        row_id = await asyncio.shield(self._messages.add_outbound(
+            conversation_id, f"approval request {request.id}: {request.tool_name}", turn_id=None,
+            kind=MessageKind.NOTICE, payload_kind=PayloadKind.CONFIRMATION, payload=_confirmation_json(request)))
+        await self.flush(conversation_id)
+        return row_id
+
+    async def post_file(self, conversation_id: str, path: Path, caption: str | None = None) -> int:
+        """Store a file to send (its path and caption), then send it after what was queued before."""
+        row_id = await asyncio.shield(self._messages.add_outbound(
+            conversation_id, f"file {path.name}", turn_id=None, kind=MessageKind.NOTICE,
+            payload_kind=PayloadKind.FILE, payload=json.dumps({"path": str(path), "caption": caption})))
+        await self.flush(conversation_id)
+        return row_id
+
     async def flush(self, conversation_id: str) -> None:
-        """Send every stored, unsent reply of this conversation, oldest first; stop at the first
-        that cannot go out, so that order is kept."""
+        """Send every stored, unsent outbound row (reply, approval request, file) of this
+        conversation, oldest first; stop at the first that cannot go out, so that order is kept."""
         conversation = ConversationId.parse(conversation_id)
         channel = self._channels.get(conversation.channel)
         if channel is None:
@@ -107,18 +137,23 @@ class Outbox:
                 await self.flush(conversation_id)
 
     async def _send(self, channel: Channel, chat_id: str, message: StoredMessage) -> ChannelSendError | None:
-        """Send the rest of one reply; the failure that left it unsent, or None once it is sent."""
-        pieces = (channel.split(message.text) if isinstance(channel, SplittingChannel)
-                  else split_text(message.text, channel.max_message_length))
+        """Send the rest of one outbound row; the failure that left it unsent, or None once it is sent."""
+        try:
+            pieces = _pieces(channel, chat_id, message)
+        except (ValueError, KeyError, TypeError):  # a payload this Bruce cannot read: it never will
+            log.exception("outbox.unreadable_payload", message_id=message.id)
+            error = ChannelSendError("unreadable payload", retryable=False)
+            await asyncio.shield(self._messages.record_send(
+                message.id, status=MessageStatus.FAILED, parts_sent=message.parts_sent, attempts=0, error=error.reason))
+            return error
         sent, failures = min(message.parts_sent, len(pieces)), 0
         while sent < len(pieces):
             try:
-                await channel.send_text(chat_id, pieces[sent])
+                await pieces[sent]()
             except ChannelSendError as exc:
                 error = exc
-            except Exception as exc:  # a channel bug: not worth retrying at once, kept for later
-                log.exception("outbox.channel_crashed", message_id=message.id)
-                error = ChannelSendError(type(exc).__name__, retryable=False)
+            except Exception as exc:  # a channel bug (or a file gone): not worth retrying at once, kept for later
+                error = _unexpected(message, exc)
             else:
                 sent += 1
                 if sent < len(pieces):
@@ -127,10 +162,12 @@ class Outbox:
             failures += 1
             delay = self._delay(error, failures)
             if delay is None:
+                final = message.payload_kind is PayloadKind.FILE and not error.retryable
                 await asyncio.shield(self._messages.record_send(
-                    message.id, status=MessageStatus.UNSENT, parts_sent=sent, attempts=failures, error=error.reason,
-                    retry_at=self._retry_at(error)))
-                log.warning("outbox.unsent", message_id=message.id, reason=error.reason, attempts=failures)
+                    message.id, status=MessageStatus.FAILED if final else MessageStatus.UNSENT, parts_sent=sent,
+                    attempts=failures, error=error.reason, retry_at=self._retry_at(error)))
+                log.warning("outbox.file_refused" if final else "outbox.unsent", message_id=message.id,
+                            reason=error.reason, attempts=failures)
                 return error
             log.info("outbox.retry", message_id=message.id, reason=error.reason, wait_s=delay)
             await self._clock.sleep(delay)
@@ -152,3 +189,47 @@ class Outbox:
         if wait is not None:
             return wait if wait <= s.max_retry_after_s else None
         return min(s.backoff_s * 2.0 ** (failures - 1), s.max_backoff_s)
+
+
+def _pieces(channel: Channel, chat_id: str, message: StoredMessage) -> list[_Send]:
+    """What sending this row takes, one call per piece: a reply's pieces, or the one request or file."""
+    if message.payload_kind is PayloadKind.CONFIRMATION:
+        return [partial(channel.send_confirmation, chat_id, _confirmation(_payload(message)))]
+    if message.payload_kind is PayloadKind.FILE:
+        file = _payload(message)
+        caption = file["caption"]
+        return [partial(channel.send_file, chat_id, Path(str(file["path"])), None if caption is None else str(caption))]
+    texts = (channel.split(message.text) if isinstance(channel, SplittingChannel)
+             else split_text(message.text, channel.max_message_length))
+    return [partial(channel.send_text, chat_id, text) for text in texts]
+
+
+def _unexpected(message: StoredMessage, exc: Exception) -> ChannelSendError:
+    """A failure that is no ``ChannelSendError``: a file that cannot be read, or a channel bug."""
+    if message.payload_kind is PayloadKind.FILE and isinstance(exc, OSError):
+        log.warning("outbox.file_unreadable", message_id=message.id, error=type(exc).__name__)
+    else:
+        log.exception("outbox.channel_crashed", message_id=message.id)
+    return ChannelSendError(type(exc).__name__, retryable=False)
+
+
+def _payload(message: StoredMessage) -> dict[str, Any]:
+    value = json.loads(message.payload or "")
+    if not isinstance(value, dict):
+        raise ValueError("an outbound payload is a JSON object")
+    return value
+
+
+def _confirmation_json(request: ConfirmationRequest) -> str:
+    return json.dumps({"id": request.id, "tool_name": request.tool_name, "risk": request.risk,
+                       "summary": request.summary, "side_effects": request.side_effects, "preview": request.preview,
+                       "expires_at": utc_iso(request.expires_at), "step_up": request.step_up})
+
+
+def _confirmation(payload: dict[str, Any]) -> ConfirmationRequest:
+    preview = payload["preview"]
+    return ConfirmationRequest(
+        id=str(payload["id"]), tool_name=str(payload["tool_name"]), risk=str(payload["risk"]),
+        summary=str(payload["summary"]), side_effects=str(payload["side_effects"]),
+        preview=None if preview is None else str(preview), expires_at=parse_iso(str(payload["expires_at"])),
+        step_up=bool(payload["step_up"]))

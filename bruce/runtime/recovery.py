@@ -20,8 +20,9 @@ import structlog
 
 from bruce.actions.confirmations import Confirmations
 from bruce.clock import Clock, parse_iso
+from bruce.records import ActedTool, StoredMessage
 from bruce.runtime.outbox import Outbox
-from bruce.store import ActedTool, Store, StoredMessage
+from bruce.store import Store
 from bruce.texts import expired_while_offline, interrupted_action, interrupted_by_crash
 from bruce.values import ConversationId, Direction, MessageKind, MessageStatus, ToolStatus
 

@@ -14,7 +14,8 @@ from enum import StrEnum
 import structlog
 
 from bruce.errors import LLMError
-from bruce.store import Store, StoredMessage
+from bruce.records import StoredMessage
+from bruce.store import Store
 from bruce.turns.agent_loop import LLM
 from bruce.turns.scope import TurnScope, new_turn_id
 from bruce.values import TurnSource, TurnStatus

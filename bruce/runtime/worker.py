@@ -33,7 +33,8 @@ from bruce.store import Store
 from bruce.texts import approval_arrived_late, decision_text, message_too_long, rate_limited
 from bruce.turns.agent_loop import LLM
 from bruce.turns.commands import CommandName, parse_command
-from bruce.turns.conversations import Conversations, TurnOutcome
+from bruce.turns.conversations import Conversations
+from bruce.turns.runner import TurnOutcome
 from bruce.turns.scope import ToolFilter
 from bruce.values import ConversationId, DecisionOutcome, MessageKind, MessageStatus, TurnSource
 

@@ -1,8 +1,10 @@
 """The one database, by concern: ``Store.open(path, clock)`` gives one connection and one write
 lock shared by ``messages`` (conversations, messages, summaries, turns), ``audit`` (llm_calls,
 tool_executions, idempotency keys), ``confirmations``, ``artifacts`` and ``pairing``
-(pairing_requests, paired_users), ``jobs`` (proactive_jobs, job_runs), ``usage`` (sums over llm_calls; budget_allowances, budget_notices). New concerns (memory) get a module here and an
-attribute on ``Store``."""
+(pairing_requests, paired_users), ``jobs`` (proactive_jobs, job_runs), ``usage`` (sums over
+llm_calls; budget_allowances, budget_notices), ``memory`` (facts, summaries, their search
+index) and ``stats`` (totals across tables, for the metrics). A new concern gets a module here
+and an attribute on ``Store``. The records these hand out are values in ``bruce.records``."""
 
 from __future__ import annotations
 
@@ -13,36 +15,14 @@ from bruce.store.artifacts import ArtifactStore
 from bruce.store.audit import AuditStore
 from bruce.store.confirmations import ConfirmationStore
 from bruce.store.database import Database
-from bruce.store.jobs import JobRecord, JobRunRecord, JobStore
+from bruce.store.jobs import JobStore
 from bruce.store.memory import MemoryStore
-from bruce.store.messages import MessageStore, TurnView
+from bruce.store.messages import MessageStore
 from bruce.store.pairing import PairingStore
-from bruce.store.records import (
-    ActedTool,
-    ArtifactRecord,
-    ConfirmationRecord,
-    LLMCallRecord,
-    PairingRequestRecord,
-    StoredMessage,
-    Summary,
-    ToolExecutionRecord,
-)
+from bruce.store.stats import StatsStore
 from bruce.store.usage import UsageStore
 
-__all__ = [
-    "Store",
-    "StoredMessage",
-    "Summary",
-    "TurnView",
-    "LLMCallRecord",
-    "ToolExecutionRecord",
-    "ActedTool",
-    "ConfirmationRecord",
-    "ArtifactRecord",
-    "PairingRequestRecord",
-    "JobRecord",
-    "JobRunRecord",
-]
+__all__ = ["Store"]
 
 
 class Store:
@@ -56,6 +36,7 @@ class Store:
         self.jobs = JobStore(database)
         self.usage = UsageStore(database)
         self.memory = MemoryStore(database)
+        self.stats = StatsStore(database)
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock, *, busy_timeout_ms: int = 5000, create: bool = True) -> Store:

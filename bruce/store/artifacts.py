@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from bruce.records import ArtifactRecord
 from bruce.store.database import Database
-from bruce.store.records import ArtifactRecord, from_row
+from bruce.store.rows import from_row
 
 __all__ = ["ArtifactStore"]
 

@@ -4,10 +4,25 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
+from bruce.records import (
+    LLMCallRecord,
+    StoredLLMCall,
+    StoredToolExecution,
+    ToolExecutionRecord,
+    TracedMessage,
+    TracedReply,
+    TracedTurn,
+    TurnTrace,
+    from_json,
+)
 from bruce.store.database import Database
-from bruce.store.records import LLMCallRecord, ToolExecutionRecord, to_json
+from bruce.store.rows import from_row, to_json
+from bruce.values import LLMCallStatus, ToolStatus, TurnSource
 
 __all__ = ["AuditStore"]
 
@@ -46,17 +61,39 @@ class AuditStore:
             (key, tool_name, json.dumps(output, default=str), self._db.now(), expires_at),
         )
 
+    # what the turns did ------------------------------------------------------------------
+
+    async def tool_executions_of(self, turn_ids: Sequence[str]) -> list[ToolExecutionRecord]:
+        """The tool executions these turns recorded, in order; input and output read back from JSON."""
+        if not turn_ids:
+            return []
+        rows = await self._db.rows(f"SELECT * FROM tool_executions WHERE turn_id IN ({_marks(turn_ids)}) ORDER BY id",
+                                   tuple(turn_ids))
+        return [_tool_execution(r) for r in rows]
+
+    async def llm_calls_of(self, turn_ids: Sequence[str] | None) -> list[LLMCallRecord]:
+        """The model calls of these turns (None: every call in the database), in order."""
+        if turn_ids is None:
+            rows = await self._db.rows("SELECT * FROM llm_calls ORDER BY id")
+        elif not turn_ids:
+            return []
+        else:
+            rows = await self._db.rows(f"SELECT * FROM llm_calls WHERE turn_id IN ({_marks(turn_ids)}) ORDER BY id",
+                                       tuple(turn_ids))
+        return [_llm_call(r) for r in rows]
+
     # the admin page's view ---------------------------------------------------------------
 
     async def tool_executions(self, *, filters: dict[str, str], before_id: int | None, limit: int,
-                              after_id: int | None = None) -> list[dict[str, Any]]:
+                              after_id: int | None = None) -> list[StoredToolExecution]:
         """Newest first; ``filters`` by column (tool_name, status, conversation_id, source) and
         ``since`` / ``until`` on created_at; ``before_id``: the cursor (the last id of the page before)."""
-        return await self._page("tool_executions", ("tool_name", "status", "conversation_id", "source"), filters,
+        rows = await self._page("tool_executions", ("tool_name", "status", "conversation_id", "source"), filters,
                                 before_id=before_id, after_id=after_id, limit=limit)
+        return [from_row(StoredToolExecution, r) for r in rows]
 
     async def _page(self, table: str, columns: tuple[str, ...], filters: dict[str, str], *, before_id: int | None,
-                    after_id: int | None, limit: int) -> list[dict[str, Any]]:
+                    after_id: int | None, limit: int) -> list[sqlite3.Row]:
         """Rows of ``table`` (a name from this module, never from a request), newest first."""
         where: list[str] = []
         params: list[Any] = []
@@ -70,32 +107,55 @@ class AuditStore:
                 where.append(clause)
                 params.append(value)
         sql = f"SELECT * FROM {table}" + (" WHERE " + " AND ".join(where) if where else "")
-        return [dict(r) for r in await self._db.rows(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))]
+        return await self._db.rows(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
 
-    async def tool_execution(self, execution_id: int) -> dict[str, Any] | None:
+    async def tool_execution(self, execution_id: int) -> StoredToolExecution | None:
         row = await self._db.row("SELECT * FROM tool_executions WHERE id = ?", (execution_id,))
-        return dict(row) if row else None
+        return from_row(StoredToolExecution, row) if row else None
 
-    async def turn_trace(self, turn_id: str) -> dict[str, Any] | None:
+    async def turn_trace(self, turn_id: str) -> TurnTrace | None:
         """One turn, its message, its model calls and tool executions (in order) and its replies."""
         turn = await self._db.row("SELECT * FROM turns WHERE id = ?", (turn_id,))
         if turn is None:
             return None
-        found: dict[str, Any] = {"turn": dict(turn), "message": None}
+        message = None
         if turn["inbound_message_id"] is not None:
             message = await self._db.row("SELECT id, text, sender_id, created_at FROM messages WHERE id = ?",
                                          (turn["inbound_message_id"],))
-            found["message"] = dict(message) if message else None
-        found["llm_calls"] = [dict(r) for r in await self._db.rows(
-            "SELECT * FROM llm_calls WHERE turn_id = ? ORDER BY seq, id", (turn_id,))]
-        found["tool_executions"] = [dict(r) for r in await self._db.rows(
-            "SELECT * FROM tool_executions WHERE turn_id = ? ORDER BY id", (turn_id,))]
-        found["replies"] = [dict(r) for r in await self._db.rows(
+        calls = await self._db.rows("SELECT * FROM llm_calls WHERE turn_id = ? ORDER BY seq, id", (turn_id,))
+        executions = await self._db.rows("SELECT * FROM tool_executions WHERE turn_id = ? ORDER BY id", (turn_id,))
+        replies = await self._db.rows(
             "SELECT id, kind, text, status, created_at FROM messages WHERE turn_id = ? AND direction = 'out'"
-            " ORDER BY id", (turn_id,))]
-        return found
+            " ORDER BY id", (turn_id,))
+        return TurnTrace(turn=from_row(TracedTurn, turn),
+                         message=from_row(TracedMessage, message) if message else None,
+                         llm_calls=[from_row(StoredLLMCall, r) for r in calls],
+                         tool_executions=[from_row(StoredToolExecution, r) for r in executions],
+                         replies=[from_row(TracedReply, r) for r in replies])
 
-    async def llm_calls(self, *, filters: dict[str, str], before_id: int | None, limit: int) -> list[dict[str, Any]]:
+    async def llm_calls(self, *, filters: dict[str, str], before_id: int | None, limit: int) -> list[StoredLLMCall]:
         """Newest first; ``filters`` on model, status, ``since`` / ``until``; ``before_id``: the cursor."""
-        return await self._page("llm_calls", ("model", "status"), filters, before_id=before_id, after_id=None,
+        rows = await self._page("llm_calls", ("model", "status"), filters, before_id=before_id, after_id=None,
                                 limit=limit)
+        return [from_row(StoredLLMCall, r) for r in rows]
+
+    async def last_ok_llm_call(self) -> str | None:
+        """When the latest model call that succeeded was recorded (None: never); for ``/healthz``."""
+        row = await self._db.row("SELECT max(created_at) AS at FROM llm_calls WHERE status = 'ok'")
+        return row["at"] if row else None
+
+
+def _marks(values: Sequence[object]) -> str:
+    return ", ".join("?" * len(values))
+
+
+def _tool_execution(row: sqlite3.Row) -> ToolExecutionRecord:
+    """A ``tool_executions`` row as its record: statuses typed, input and output decoded."""
+    record = from_row(ToolExecutionRecord, row)
+    return replace(record, input=from_json(record.input), output=from_json(record.output),
+                   status=ToolStatus(record.status), source=TurnSource(record.source))
+
+
+def _llm_call(row: sqlite3.Row) -> LLMCallRecord:
+    record = from_row(LLMCallRecord, row)
+    return replace(record, status=LLMCallStatus(record.status))

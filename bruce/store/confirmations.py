@@ -6,9 +6,10 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from bruce.records import ConfirmationRecord
 from bruce.store.database import Database
 from bruce.store.messages import insert_outbound
-from bruce.store.records import ConfirmationRecord, from_row, to_json
+from bruce.store.rows import from_row, to_json
 from bruce.values import ConfirmationState, DecidedVia, MessageKind
 
 __all__ = ["ConfirmationStore"]

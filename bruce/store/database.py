@@ -6,16 +6,15 @@ told is stored survives a crash. Writers share one connection and take turns on 
 aiosqlite runs every call on the connection's own thread; each call is one trip there and
 back through the event loop (about 60-70 microseconds of CPU). ``write`` and ``read`` run a
 plain function of the ``sqlite3`` connection in one trip: a write's statements and its commit
-(or rollback), or several reads. This uses aiosqlite's ``Connection._execute``, the one
-internal it has no public name for; every store test fails loudly if an
-upgrade changes it.
+(or rollback), or several reads. aiosqlite has no public name for that trip: it goes through
+``_aiosqlite_shim``, the one module that touches aiosqlite's internals (tested, its version pinned).
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,6 +24,7 @@ import structlog
 
 from bruce.clock import Clock, utc_iso
 from bruce.errors import StoreBusy, StoreError
+from bruce.store._aiosqlite_shim import run_on_connection_thread
 from bruce.store.migrations import MIGRATIONS
 
 __all__ = ["Database"]
@@ -175,12 +175,10 @@ class Database:
         except sqlite3.Error as exc:
             raise StoreError(f"database read failed: {exc}") from exc
 
-    async def _trip(self, how: Callable[[aiosqlite.Connection, Callable[[sqlite3.Connection], _T]], _T],
+    async def _trip(self, how: Callable[[sqlite3.Connection, Callable[[sqlite3.Connection], _T]], _T],
                     work: Callable[[sqlite3.Connection], _T]) -> _T:
-        """One trip to the connection's thread (aiosqlite's queue: its ``_execute``)."""
-        queue: Callable[..., Awaitable[Any]] = self._db._execute
-        result: _T = await queue(how, self._db, work)
-        return result
+        """One trip to the connection's thread."""
+        return await run_on_connection_thread(self._db, lambda conn: how(conn, work))
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> tuple[int, int]:
         """Run one write in its own transaction; return (lastrowid, rowcount)."""
@@ -199,9 +197,8 @@ class Database:
         return found[0] if found else None
 
 
-def _atomically(connection: aiosqlite.Connection, work: Callable[[sqlite3.Connection], _T]) -> _T:
+def _atomically(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> _T:
     """On the database thread: ``work`` and its commit, or a rollback of all of it."""
-    conn = connection._conn
     try:
         result = work(conn)
         conn.commit()
@@ -211,8 +208,8 @@ def _atomically(connection: aiosqlite.Connection, work: Callable[[sqlite3.Connec
     return result
 
 
-def _plainly(connection: aiosqlite.Connection, work: Callable[[sqlite3.Connection], _T]) -> _T:
-    return work(connection._conn)
+def _plainly(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> _T:
+    return work(conn)
 
 
 def _one_write(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> tuple[int, int]:

@@ -7,56 +7,15 @@ do, so a run is delivered at most once, even across a crash between sending and 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
+from bruce.records import JobRecord, JobRunRecord
 from bruce.store.database import Database
-from bruce.store.records import from_row
+from bruce.store.rows import from_row
 from bruce.values import JobRunStatus, JobStatus
 
-__all__ = ["JobStore", "JobRecord", "JobRunRecord"]
-
-
-@dataclass(frozen=True, slots=True)
-class JobRecord:
-    id: str
-    conversation_id: str
-    execution_mode: str
-    content: str
-    schedule_kind: str
-    schedule_value: str
-    timezone: str
-    notify: str
-    description: str
-    status: JobStatus
-    next_run_at: str | None
-    anchor_at: str
-    failures: int
-    flagged: str | None
-    dedup_key: str
-    created_at: str
-    updated_at: str
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "status", JobStatus(self.status))
-
-
-@dataclass(frozen=True, slots=True)
-class JobRunRecord:
-    id: int
-    job_id: str
-    scheduled_for: str
-    started_at: str
-    finished_at: str | None
-    status: JobRunStatus
-    turn_id: str | None
-    message_id: int | None
-    delivered_text: str | None
-    error: str | None
-    lateness_ms: int | None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "status", JobRunStatus(self.status))
+__all__ = ["JobStore"]
 
 
 _LIVE = ("active", "paused")

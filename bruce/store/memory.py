@@ -7,54 +7,20 @@ from __future__ import annotations
 import re
 import sqlite3
 import unicodedata
-from dataclasses import dataclass
 from typing import Any
 
 from bruce.errors import StoreError
+from bruce.records import Fact, MemorySummary
 from bruce.store.database import Database
 from bruce.values import FactType
 
-__all__ = ["MemoryStore", "Fact", "MemorySummary", "normalized"]
+__all__ = ["MemoryStore", "normalized"]
 
 
 def normalized(text: str) -> str:
     """What makes two facts "the same": case, accents of spacing and punctuation aside."""
     folded = unicodedata.normalize("NFKC", text).casefold()
     return " ".join(re.findall(r"\w+", folded))
-
-
-@dataclass(frozen=True, slots=True)
-class Fact:
-    id: int
-    type: FactType
-    content: str
-    confidence: float
-    status: str
-    origin: str
-    conversation_id: str | None
-    source_turn_id: str | None
-    created_at: str
-    last_seen_at: str
-    summarized_in: int | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "type": str(self.type), "content": self.content, "confidence": self.confidence,
-                "status": self.status, "origin": self.origin, "conversation_id": self.conversation_id,
-                "source_turn_id": self.source_turn_id, "created_at": self.created_at,
-                "last_seen_at": self.last_seen_at, "summarized_in": self.summarized_in}
-
-
-@dataclass(frozen=True, slots=True)
-class MemorySummary:
-    id: int
-    content: str
-    period_start: str
-    period_end: str
-    created_at: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "content": self.content, "period_start": self.period_start,
-                "period_end": self.period_end, "created_at": self.created_at}
 
 
 def _fact(row: Any) -> Fact:

@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
 
+from bruce.records import ActedTool, StoredMessage, StoredTurn, Summary, TurnView
 from bruce.store.database import Database
-from bruce.store.records import ActedTool, StoredMessage, Summary, from_row
-from bruce.values import Direction, MessageKind, MessageStatus, ToolStatus, TurnSource, TurnStatus
+from bruce.store.rows import from_row
+from bruce.values import Direction, MessageKind, MessageStatus, PayloadKind, ToolStatus, TurnSource, TurnStatus
 
-__all__ = ["MessageStore", "TurnView", "insert_outbound"]
+__all__ = ["MessageStore", "insert_outbound"]
 
 _COLUMNS = (
     "id, conversation_id, direction, role, kind, sender_id, text, platform_message_id, status, created_at,"
-    " turn_id, parts_sent, send_attempts, send_error, retry_at"
+    " turn_id, parts_sent, send_attempts, send_error, retry_at, payload_kind, payload"
 )
 
 
 def _in_conversation(alias: str) -> str:
-    """What the model sees of a conversation: notices, expired messages and replies given up on
-    stay out; a user's message stays even if its turn failed."""
+    """What the model sees of a conversation: notices, approval requests, files, expired messages
+    and replies given up on stay out; a user's message stays even if its turn failed."""
     a = alias
-    return (f"{a}kind = 'chat' AND {a}status NOT IN ('expired', 'rate_limited')"
+    return (f"{a}kind = 'chat' AND {a}payload_kind = 'text' AND {a}status NOT IN ('expired', 'rate_limited')"
             f" AND NOT ({a}direction = 'out' AND {a}status = 'failed')")
 
 
@@ -34,12 +34,14 @@ _IN_CONVERSATION_M = _in_conversation("m.")
 
 def insert_outbound(
     db: sqlite3.Connection, *, now: str, conversation_id: str, text: str, turn_id: str | None, kind: MessageKind,
+    payload_kind: PayloadKind = PayloadKind.TEXT, payload: str | None = None,
 ) -> int:
-    """The one way a reply row is written: pending, for the outbox to send (inside ``Database.write``)."""
+    """The one way an outbound row (a reply, an approval request, a file) is written: pending,
+    for the outbox to send (inside ``Database.write``)."""
     cur = db.execute(
         "INSERT INTO messages (conversation_id, direction, role, kind, text, turn_id, status,"
-        " created_at, updated_at) VALUES (?, 'out', 'assistant', ?, ?, ?, 'pending', ?, ?)",
-        (conversation_id, str(kind), text, turn_id, now, now),
+        " created_at, updated_at, payload_kind, payload) VALUES (?, 'out', 'assistant', ?, ?, ?, 'pending', ?, ?, ?, ?)",
+        (conversation_id, str(kind), text, turn_id, now, now, str(payload_kind), payload),
     )
     return int(cur.lastrowid or 0)
 
@@ -51,13 +53,6 @@ def _close_inbound(
         "UPDATE messages SET status = ?, updated_at = ?, turn_id = COALESCE(?, turn_id) WHERE id = ?",
         (str(status), now, turn_id, inbound_id),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class TurnView:
-    summary: Summary | None
-    previous_at: str | None  # when the message before the turn's own was stored
-    history: list[StoredMessage]
 
 
 def _session_start(db: sqlite3.Connection, conversation_id: str) -> int:
@@ -147,14 +142,16 @@ class MessageStore:
     async def add_outbound(
         self, conversation_id: str, text: str, *, turn_id: str | None, kind: MessageKind = MessageKind.CHAT,
         inbound_id: int | None = None, inbound_status: MessageStatus = MessageStatus.DONE,
+        payload_kind: PayloadKind = PayloadKind.TEXT, payload: str | None = None,
     ) -> int:
-        """Store a reply as pending (to be sent). With ``inbound_id``, the message it answers is
-        closed in the same transaction: a crash can neither lose the reply nor answer twice."""
+        """Store a reply (or, with ``payload_kind``, an approval request or a file) as pending, to
+        be sent. With ``inbound_id``, the message it answers is closed in the same transaction: a
+        crash can neither lose the reply nor answer twice."""
         now = self._db.now()
 
         def work(db: sqlite3.Connection) -> int:
             reply_id = insert_outbound(db, now=now, conversation_id=conversation_id, text=text, turn_id=turn_id,
-                                       kind=kind)
+                                       kind=kind, payload_kind=payload_kind, payload=payload)
             if inbound_id is not None:
                 _close_inbound(db, now=now, inbound_id=inbound_id, status=inbound_status, turn_id=turn_id)
             return reply_id
@@ -231,7 +228,8 @@ class MessageStore:
     # the outbox's view ------------------------------------------------------------------
 
     async def unsent(self, conversation_id: str) -> list[StoredMessage]:
-        """Replies of this conversation not (completely) sent yet, oldest first."""
+        """Outbound rows of this conversation (replies, approval requests, files) not (completely)
+        sent yet, oldest first."""
         rows = await self._db.rows(
             f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND {_UNSENT} ORDER BY id",
             (conversation_id,),
@@ -331,6 +329,35 @@ class MessageStore:
         )
         return [ActedTool(str(r["tool_name"]), ToolStatus(r["status"]), r["confirmation_id"]) for r in rows]
 
+    async def inbound_by_platform_id(self, conversation_id: str, platform_message_id: str) -> StoredMessage | None:
+        """The user's message the platform named so (its redeliveries are stored once)."""
+        row = await self._db.row(f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND direction = 'in'"
+                                 " AND platform_message_id = ?", (conversation_id, platform_message_id))
+        return from_row(StoredMessage, row) if row else None
+
+    async def turns_for_message(self, message_id: int) -> list[StoredTurn]:
+        """Every turn that handled an inbound message (a retry makes another), first started first."""
+        rows = await self._db.rows("SELECT * FROM turns WHERE inbound_message_id = ? ORDER BY started_at",
+                                   (message_id,))
+        return [from_row(StoredTurn, r) for r in rows]
+
+    async def replies_of_turns(self, turn_ids: Sequence[str]) -> list[StoredMessage]:
+        """The messages these turns stored to be sent, oldest first."""
+        if not turn_ids:
+            return []
+        marks = ", ".join("?" * len(turn_ids))
+        rows = await self._db.rows(f"SELECT {_COLUMNS} FROM messages WHERE direction = 'out'"
+                                   f" AND turn_id IN ({marks}) ORDER BY id", tuple(turn_ids))
+        return [from_row(StoredMessage, r) for r in rows]
+
+    async def outbound_after(self, conversation_id: str, message_id: int) -> list[StoredMessage]:
+        """The conversation's outbound text messages stored after ``message_id``, oldest first (a
+        command's notice or a refusal is stored without a turn; approval requests and files are
+        not text)."""
+        rows = await self._db.rows(f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND direction = 'out'"
+                                   " AND payload_kind = 'text' AND id > ? ORDER BY id", (conversation_id, message_id))
+        return [from_row(StoredMessage, r) for r in rows]
+
     async def interrupt_open_turns(self, channels: Collection[str], *, error: str) -> int:
         """Close as ``interrupted`` every turn still ``running`` in conversations on these
         channels: what a stopped process left open (another process's channels are left be)."""
@@ -351,3 +378,12 @@ class MessageStore:
             " AND status = 'running'",
             (error, self._db.now(), message_id),
         )
+
+    async def latest(self, conversation_id: str, *, limit: int) -> list[StoredMessage]:
+        """The last ``limit`` text messages of a conversation, of every kind and status, oldest
+        first (what the web chat shows when it opens; approval requests and files are not lines)."""
+        rows = await self._db.rows(
+            f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND payload_kind = 'text'"
+            " ORDER BY id DESC LIMIT ?",
+            (conversation_id, limit))
+        return [from_row(StoredMessage, r) for r in reversed(rows)]

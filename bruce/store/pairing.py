@@ -10,8 +10,9 @@ from collections.abc import Callable
 
 import aiosqlite
 
+from bruce.records import PairingRequestRecord
 from bruce.store.database import Database
-from bruce.store.records import PairingRequestRecord, from_row
+from bruce.store.rows import from_row
 from bruce.values import DecisionOutcome, PairingOutcome, PairingState
 
 __all__ = ["PairingStore"]

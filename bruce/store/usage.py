@@ -3,29 +3,10 @@ for the daily budget and ``bruce usage``; the day's allowance and its notices.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from bruce.records import Spent
 from bruce.store.database import Database
 
-__all__ = ["UsageStore", "Spent", "UsageRow"]
-
-
-@dataclass(frozen=True, slots=True)
-class Spent:
-    tokens: int
-    usd: float
-    calls: int
-
-
-@dataclass(frozen=True, slots=True)
-class UsageRow:
-    day: str
-    model: str
-    calls: int
-    failed: int
-    prompt_tokens: int
-    completion_tokens: int
-    usd: float
+__all__ = ["UsageStore"]
 
 
 class UsageStore:

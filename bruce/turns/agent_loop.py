@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import structlog
 
 from bruce.contracts import ToolCall, ToolResult
-from bruce.llm.service import LLMReply
+from bruce.llm.reply import LLMReply
 from bruce.turns.progress import ToolFinished, ToolStarted
 from bruce.turns.scope import TurnScope
 
@@ -59,6 +59,8 @@ class Tools(Protocol):
 
     def contract_name(self, wire_name: str) -> str: ...
 
+    def activity(self, wire_name: str) -> str: ...
+
     async def execute(self, call: ToolCall, scope: TurnScope) -> ToolResult: ...
 
 
@@ -86,7 +88,7 @@ def _tool_message(call: ToolCall, content: Any) -> dict[str, Any]:
 
 async def _execute(registry: Tools, call: ToolCall, scope: TurnScope) -> ToolResult:
     name = registry.contract_name(call.name)
-    await scope.progress.emit(ToolStarted(name))
+    await scope.progress.emit(ToolStarted(name, registry.activity(call.name)))
     result = await registry.execute(call, scope)
     await scope.progress.emit(ToolFinished(name, result.status))
     return result
@@ -99,15 +101,37 @@ def _next_prompt(reply: LLMReply, appended: list[dict[str, Any]]) -> int:
     return (reply.prompt_tokens or 0) + (reply.completion_tokens or 0) + added
 
 
+async def _run_tools(
+    registry: Tools, calls: tuple[ToolCall, ...], scope: TurnScope, seen: set[tuple[str, str]],
+    messages: list[dict[str, Any]],
+) -> tuple[list[ToolResult], bool]:
+    """Run the calls not already made this turn (``seen``), concurrently, and append to
+    ``messages``, in the model's order, each result or why a repeat was not run. Returns the
+    results and whether any call was a repeat."""
+    fresh: list[ToolCall] = []
+    for call in calls:
+        if _signature(call) not in seen:
+            seen.add(_signature(call))
+            fresh.append(call)
+    executed = await asyncio.gather(*(_execute(registry, c, scope) for c in fresh))
+    # matched by the call itself, not by its id: a model may reuse an id, and a repeat must
+    # never be handed the result of another call that happens to share it
+    ran = {id(c): r for c, r in zip(fresh, executed, strict=True)}
+    repeated = False
+    for call in calls:
+        result = ran.get(id(call))
+        if result is None:
+            repeated = True
+            log.info("agent.repeat_stopped", tool=call.name)
+            messages.append(_tool_message(call, {"ok": False, "status": "repeated", "error": REPEAT_NOTE.format(name=call.name)}))
+        else:
+            messages.append(_tool_message(call, result.for_model()))
+    return list(executed), repeated
+
+
 async def run_agent_loop(
-    llm: LLM,
-    registry: Tools,
-    system_prompt: str,
-    history: list[dict[str, Any]],
-    max_model_calls: int = 5,
-    *,
-    scope: TurnScope,
-    max_turn_tokens: int | None = None,
+    llm: LLM, registry: Tools, system_prompt: str, history: list[dict[str, Any]], max_model_calls: int = 5, *,
+    scope: TurnScope, max_turn_tokens: int | None = None,
 ) -> TurnResult:
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}, *history]
     definitions = registry.definitions(scope) or None
@@ -122,23 +146,7 @@ async def run_agent_loop(
             return TurnResult((reply.text or "").strip(), calls, tuple(results), False, False)
         sent_before = len(messages)
         messages.append(reply.as_message())
-        fresh: list[ToolCall] = []
-        for call in reply.tool_calls:
-            if _signature(call) not in seen:
-                seen.add(_signature(call))
-                fresh.append(call)
-        executed = await asyncio.gather(*(_execute(registry, c, scope) for c in fresh))
-        # matched by the call itself, not by its id: a model may reuse an id, and a repeat must
-        # never be handed the result of another call that happens to share it
-        ran = {id(c): r for c, r in zip(fresh, executed, strict=True)}
-        for call in reply.tool_calls:
-            result = ran.get(id(call))
-            if result is None:
-                repeated = True
-                log.info("agent.repeat_stopped", tool=call.name)
-                messages.append(_tool_message(call, {"ok": False, "status": "repeated", "error": REPEAT_NOTE.format(name=call.name)}))
-            else:
-                messages.append(_tool_message(call, result.for_model()))
+        executed, repeated = await _run_tools(registry, reply.tool_calls, scope, seen, messages)
         results.extend(executed)
         if repeated:
             break

@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import structlog
 
+from bruce.contracts import default_activity
 from bruce.values import ToolStatus
 
 __all__ = [
@@ -43,7 +44,16 @@ class Thinking:
 
 @dataclass(frozen=True, slots=True)
 class ToolStarted:
+    """A tool is about to run. ``activity`` is its contract's label for the user ("Searching the
+    web"; ``ToolContract.activity_label``), what a channel shows; it is presentation, so two
+    events of the same tool are equal whatever their labels. Left out: the default for the name."""
+
     tool: str  # the contract name, e.g. "web.search"
+    activity: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.activity:
+            object.__setattr__(self, "activity", default_activity(self.tool))
 
 
 @dataclass(frozen=True, slots=True)

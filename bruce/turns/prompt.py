@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from bruce.contracts import ToolContract
-from bruce.store.memory import Fact, MemorySummary
+from bruce.records import Fact, MemorySummary
 
 __all__ = [
     "base_layer",

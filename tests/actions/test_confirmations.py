@@ -458,7 +458,8 @@ async def test_a_dry_run_before_a_failure_is_not_reported_as_done(app_factory, f
 
 
 async def test_a_crash_after_tools_acted_is_reported_not_redone(make_config, app_factory, clock, channel, fake_llm):
-    from bruce.store import Store, ToolExecutionRecord
+    from bruce.records import ToolExecutionRecord
+    from bruce.store import Store
 
     config = make_config()
     store = await Store.open(config.storage.path, clock)

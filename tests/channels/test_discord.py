@@ -10,7 +10,8 @@ import pytest
 
 from bruce.app import build_app
 from bruce.errors import ChannelSendError, ConfigError
-from channels.discord import translate_error
+from bruce.turns.commands import COMMANDS, help_text
+from channels.discord import ABOUT, ANSWERED_HERE, translate_error
 from channels.discord_format import fences_balanced
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.llm_server import Step
@@ -99,6 +100,19 @@ async def test_start_up_registers_the_slash_commands_with_the_intents(started, f
     await started()
     assert [c["name"] for c in fake.commands] == ["new", "jobs", "usage", "help", "id"]
     assert fake.intents == (1 << 0) | (1 << 9) | (1 << 12) | (1 << 15)  # guilds, guild and DM messages, content
+
+
+async def test_the_slash_tree_and_help_come_from_the_command_table(started, fake):
+    await started()
+    menu = [spec for spec in COMMANDS if spec.in_menu]
+    passed_on = [spec for spec in menu if spec.name not in ANSWERED_HERE]
+    answered_here = [spec for spec in menu if spec.name in ANSWERED_HERE]
+    assert [(c["name"], c["description"]) for c in fake.commands] == [
+        (spec.name, spec.describe("Discord")) for spec in passed_on + answered_here]
+    fake.slash_command(OWNER, "help")
+    await until(lambda: len(fake.interaction_responses) == 1)
+    (answer,) = fake.interaction_responses
+    assert answer.json["data"]["content"] == help_text("Bruce", about=ABOUT, platform="Discord")
 
 
 async def test_in_a_guild_only_a_mention_or_a_reply_in_an_allowed_channel_is_answered(started, fake, fake_llm):

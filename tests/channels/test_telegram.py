@@ -11,6 +11,8 @@ import pytest
 
 from bruce.app import build_app
 from bruce.errors import ConfigError
+from bruce.turns.commands import COMMANDS, help_text
+from channels.telegram import ABOUT
 from tests.fakes.llm_server import Step
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.helpers import rows
@@ -73,6 +75,22 @@ async def test_start_up_deletes_the_webhook_and_registers_the_commands(started, 
     (commands,) = api.calls_to("setMyCommands")
     assert [c["command"] for c in commands["commands"]] == ["help", "id", "approve", "deny", "new", "jobs", "usage",
                                                                "memory", "forget"]
+
+
+async def test_the_command_list_and_help_come_from_the_command_table(started, api):
+    await started()
+    (commands,) = await asyncio.wait_for(_set_commands(api), 20)
+    assert commands["commands"] == [{"command": s.name, "description": s.menu_line("Telegram")} for s in COMMANDS]
+    api.push_message(OWNER, OWNER, "/help")
+    (reply,) = await replies(api, OWNER, 1)
+    assert reply == help_text("Bruce", about=ABOUT, platform="Telegram")
+    assert all(spec.usage in reply for spec in COMMANDS)
+
+
+async def _set_commands(api):
+    while not api.calls_to("setMyCommands"):
+        await asyncio.sleep(0.02)
+    return api.calls_to("setMyCommands")
 
 
 async def test_new_starts_a_fresh_conversation_with_a_summary(started, api, fake_llm):
@@ -198,6 +216,43 @@ async def test_a_button_press_runs_the_tool_once(started, api, fake_llm, tmp_pat
     await asyncio.sleep(0.2)
     (execution,) = await rows(app, "SELECT status FROM tool_executions WHERE source = 'confirmation'")
     assert execution["status"] == "ok"
+
+
+async def test_an_approval_request_telegram_refused_for_now_arrives_with_its_buttons(started, api, fake_llm, clock,
+                                                                                      tmp_path):
+    app = await started()
+    (tmp_path / "notes").mkdir()
+    api.fail_next("sendMessage", status=429, description="Too Many Requests: retry after 2", retry_after=2,
+                  having="reply_markup")  # the reply goes through; the request with buttons is refused once
+    fake_llm.add(Step.tool_calls(("files_write", {"path": "todo.md", "content": "milk\n"})),
+                 Step.text("I need your approval to write todo.md."))
+    api.push_message(OWNER, OWNER, "note: milk")
+    await replies(api, OWNER, 3)  # the reply, the request refused, the request again
+    sent = api.calls_to("sendMessage")
+    assert sent[0]["text"] == "I need your approval to write todo.md."
+    refused, asking = sent[1:]
+    assert refused["text"] == asking["text"] and 2 in clock.sleeps
+    assert [b["text"] for b in asking["reply_markup"]["inline_keyboard"][0]] == ["Approve", "Deny"]
+    assert api.sent_messages[OWNER][-1].get("reply_markup")  # it arrived
+    for _ in range(500):
+        found = await rows(app, "SELECT payload_kind, status FROM messages WHERE direction = 'out' ORDER BY id")
+        if [r["status"] for r in found] == ["sent", "sent"]:
+            break
+        await asyncio.sleep(0.02)
+    assert [r["payload_kind"] for r in found] == ["text", "confirmation"] and found[1]["status"] == "sent"
+
+
+async def test_a_document_telegram_could_not_take_at_first_arrives_once(started, api, fake_llm, clock):
+    await started()
+    api.fail_next("sendDocument", status=502, description="Bad Gateway")
+    fake_llm.add(Step.tool_calls(("artifact_save", {"filename": "plan.html", "content": "<h1>Plan</h1>"})),
+                 Step.text("Here is your plan."))
+    api.push_message(OWNER, OWNER, "plan it")
+    assert await replies(api, OWNER, 1) == ["Here is your plan."]
+    refused, document = await api.wait_for("sendDocument", count=2)
+    assert document["document"]["data"] == b"<h1>Plan</h1>" == refused["document"]["data"]
+    await asyncio.sleep(0.2)
+    assert len(api.calls_to("sendDocument")) == 2 and clock.sleeps
 
 
 async def test_a_step_up_request_has_no_approve_button(started, api, fake_llm):
@@ -434,16 +489,16 @@ async def test_telegram_down_at_boot_does_not_end_the_channel(started, api, fake
 
 async def test_doctor_asks_the_running_daemon_when_telegram_last_received(tg_config, clock, api, tmp_path):
     from bruce.app import socket_console
-    from bruce.cli.doctor import _daemon
+    from bruce.cli.checks.platforms import check_daemon
 
     config = tg_config().model_copy(update={"console": tg_config().console.model_copy(
         update={"socket_path": tmp_path / "bruce.sock"})})
-    assert [f.line() for f in await _daemon(config)] == [f"– daemon: none answers at {tmp_path / 'bruce.sock'}"]
+    assert [f.line() for f in await check_daemon(config)] == [f"– daemon: none answers at {tmp_path / 'bruce.sock'}"]
     app = await build_app(config, clock=clock, environ={}, extra_channels=[socket_console(config, clock)])
     await app.start()
     try:
         await api.wait_for("getUpdates", count=2)  # the first one completed
-        lines = [f.line() for f in await _daemon(config)]
+        lines = [f.line() for f in await check_daemon(config)]
     finally:
         await app.stop()
     assert lines == [f"✓ daemon: running, console socket {tmp_path / 'bruce.sock'}",

@@ -68,6 +68,18 @@ async def test_a_message_is_answered_and_the_answer_streams_in(web, fake_llm):
     stream.close()
 
 
+async def test_a_tool_step_carries_the_label_of_the_tools_contract(web, fake_llm):
+    app, client = web
+    fake_llm.add(Step.tool_calls(("clock_now", {})), Step.text("It is nine."))
+    stream = await client.get("/api/chat/events", headers=BEARER)
+    await client.post("/api/chat/messages", json={"text": "what time is it?"}, headers=BEARER)
+    seen = await events_until(stream, "text")
+    (started,) = [e for e in seen if e["type"] == "tool_started"]
+    assert started == {"type": "tool_started", "tool": "clock.now", "activity": "Checking the time"}
+    await app.worker.wait_idle()
+    stream.close()
+
+
 async def test_a_confirmation_is_decided_from_the_page(web, fake_llm, tmp_path):
     app, client = web
     fake_llm.add(Step.tool_calls(("files_write", {"path": "todo.md", "content": "milk\n"})),

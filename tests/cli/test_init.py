@@ -16,7 +16,7 @@ from aiohttp import web
 from bruce.cli.check import check_config
 from bruce.cli.init import detect_ollama
 from bruce.cli.main import main
-from bruce.config.schema import load_config
+from bruce.config.loader import load_config
 from tests.fakes.llm_server import closed_base_url
 
 LLM_KEY = "sk-proj-Zq8live0KEY0value0never0written"

@@ -12,7 +12,7 @@ import pytest
 from bruce.eval.cases import Expect
 from bruce.eval.checks import check_turn
 from bruce.eval.observed import ToolRun, TurnRecord
-from bruce.store.jobs import JobRecord
+from bruce.records import JobRecord
 from bruce.texts import UNGROUNDED_LINK, claim_note
 
 ZONE = ZoneInfo("America/Sao_Paulo")

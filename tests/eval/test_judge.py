@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bruce.config.schema import parse_config
+from bruce.config.loader import parse_config
 from bruce.eval.cases import load_cases
 from bruce.eval.judge import CRITERIA, Judge, RubricError, judge_endpoint, load_rubric, parse_verdict
 from bruce.eval.runner import RunSettings, run_cases

@@ -3,7 +3,8 @@
 ``failures`` scripts send failures: each ``send_text`` pops the first one and raises it (a
 ``ChannelSendError``, or any exception to play a channel bug; None lets that send through);
 ``file_failures`` does the same for ``send_file``, and ``files`` records each file with how many
-texts had been sent before it. ``ProgressRecordingChannel``
+texts had been sent before it; ``confirmation_failures`` and ``texts_before_confirmation`` do the
+same for ``send_confirmation``. ``ProgressRecordingChannel``
 also shows progress, and records every event it was shown.
 """
 
@@ -28,6 +29,8 @@ class RecordingChannel:
         self.files: list[tuple[str, Path, str | None]] = []
         self.texts_before_file: list[int] = []  # for each file sent: len(sent) at that moment
         self.file_failures: list[BaseException | None] = []
+        self.texts_before_confirmation: list[int] = []  # for each request sent: len(sent) at that moment
+        self.confirmation_failures: list[BaseException | None] = []
         self.thinking_spans: list[str] = []
         self.thinking_now = 0  # how many thinking indicators are on at this moment
         self.inbound: Inbound | None = None
@@ -62,7 +65,11 @@ class RecordingChannel:
             self.thinking_now -= 1
 
     async def send_confirmation(self, chat_id: str, request: ConfirmationRequest) -> None:
+        failure = self.confirmation_failures.pop(0) if self.confirmation_failures else None
+        if failure is not None:
+            raise failure
         self.confirmations.append((chat_id, request))
+        self.texts_before_confirmation.append(len(self.sent))
 
     async def send_file(self, chat_id: str, path: Path, caption: str | None = None) -> None:
         failure = self.file_failures.pop(0) if self.file_failures else None

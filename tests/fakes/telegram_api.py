@@ -95,6 +95,7 @@ class _Failure:
     status: int
     description: str
     retry_after: int | None
+    having: str | None = None  # only a call with this parameter fails (e.g. reply_markup: a message with buttons)
 
 
 class ApiError(Exception):
@@ -326,9 +327,11 @@ class FakeTelegramAPI:
 
     # ---- failures --------------------------------------------------------
     def fail_next(self, method: str, *, status: int = 500, description: str = "Internal Server Error",
-                  retry_after: int | None = None, times: int = 1) -> None:
+                  retry_after: int | None = None, times: int = 1, having: str | None = None) -> None:
+        """The next ``times`` calls of ``method`` fail; with ``having``, only calls carrying that
+        parameter fail, the others pass."""
         queue = self._failures.setdefault(method.lower(), deque())
-        queue.extend(_Failure(status, description, retry_after) for _ in range(times))
+        queue.extend(_Failure(status, description, retry_after, having) for _ in range(times))
 
     def answer_next_raw(self, method: str, body: str, *, status: int = 200) -> None:
         """The next call of ``method`` is answered with ``body`` as it is (a broken proxy)."""
@@ -393,7 +396,7 @@ class FakeTelegramAPI:
             self._record(canonical, {})
             return _error_body(400, "Bad Request: can't parse request body")
         self._record(canonical, params)
-        if refusal := self._refusal(request.match_info["token"], canonical):
+        if refusal := self._refusal(request.match_info["token"], canonical, params):
             return refusal
         if handler is None:
             return _error_body(404, "Not Found")
@@ -403,7 +406,7 @@ class FakeTelegramAPI:
             return _error_body(exc.status, exc.description, exc.retry_after)
         return web.json_response({"ok": True, "result": result})
 
-    def _refusal(self, token: str, method: str) -> web.Response | None:
+    def _refusal(self, token: str, method: str, params: Params) -> web.Response | None:
         if token != self.token or self.revoked:
             return _error_body(401, "Unauthorized")
         if (description := self._refused.get(method.lower())) is not None:
@@ -411,7 +414,7 @@ class FakeTelegramAPI:
         if raw := self._raw.get(method.lower()):
             status, body = raw.popleft()
             return web.Response(status=status, text=body, content_type="application/json")
-        if queue := self._failures.get(method.lower()):
+        if (queue := self._failures.get(method.lower())) and (queue[0].having is None or queue[0].having in params):
             failure = queue.popleft()
             return _error_body(failure.status, failure.description, failure.retry_after)
         return None

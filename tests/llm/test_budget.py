@@ -14,7 +14,7 @@ import yaml
 
 from bruce.cli.main import main
 from bruce.errors import OverBudget
-from bruce.store import ToolExecutionRecord
+from bruce.records import ToolExecutionRecord
 from bruce.turns.scope import TurnScope, new_turn_id
 from bruce.values import JobRunStatus, ToolStatus, TurnSource
 from tests.fakes.llm_server import Step

@@ -5,7 +5,7 @@ from __future__ import annotations
 import litellm
 import pytest
 
-from bruce.llm.service import _parse
+from bruce.llm.reply import parse_reply
 from bruce.llm.stream import StreamParts
 
 
@@ -38,7 +38,7 @@ def assemble(chunks, *, as_objects=False):
         text = parts.add(item)
         if text:
             texts.append(text)
-    return texts, _parse(parts.response(litellm, "openai"), "openai/gpt-4o-mini")
+    return texts, parse_reply(parts.response(litellm, "openai"), "openai/gpt-4o-mini")
 
 
 @pytest.mark.parametrize("as_objects", [False, True], ids=["json", "litellm-chunks"])

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bruce.store.memory import Fact, MemorySummary
+from bruce.records import Fact, MemorySummary
 from bruce.turns.prompt import memory_part
 from bruce.values import FactType
 from tests.fakes.llm_server import Step

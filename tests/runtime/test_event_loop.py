@@ -10,7 +10,7 @@ import warnings
 import pytest
 import yaml
 
-from bruce.config.schema import parse_config
+from bruce.config.loader import parse_config
 from bruce.errors import ConfigError
 from bruce.runtime.event_loop import loop_factory, run, running_loop_name
 from tests.cli.test_main import clean_env, write_config

@@ -196,3 +196,134 @@ async def test_a_channel_bug_leaves_the_reply_unsent_not_lost(app, fake_llm, cha
     await say(app, "hi")
     assert (await replies(app))[0] == {"text": "ok", "status": "unsent", "parts_sent": 0, "send_attempts": 1,
                                        "send_error": "RuntimeError"}
+
+
+# approval requests and files: the same door ---------------------------------------------------
+
+def write_note(path: str = "a.md"):
+    return Step.tool_calls(("files_write", {"path": path, "content": "x"}))
+
+
+def save_artifact(filename: str = "report.html"):
+    return Step.tool_calls(("artifact_save", {"filename": filename, "content": "<h1>Report</h1>", "title": "Report"}))
+
+
+async def outbound(app):
+    return await rows(app, "SELECT payload_kind, status, send_attempts FROM messages WHERE direction = 'out'"
+                           " ORDER BY id")
+
+
+async def test_a_confirmation_whose_first_send_failed_arrives_after_the_channel_recovers(
+        app_factory, fake_llm, channel, clock, tmp_path):
+    app = await app_factory(channels={"send_retries": 1}, tools={"files": {"notes_dir": str(tmp_path)}})
+    channel.confirmation_failures = [rate_limited(retry_after=1), rate_limited(retry_after=1)]  # past send_retries
+    fake_llm.add(write_note(), Step.text("Waiting for you."), Step.text("Still here."))
+    await say(app, "write it")
+    assert channel.texts() == ["Waiting for you."] and channel.confirmations == []
+    assert await outbound(app) == [{"payload_kind": "text", "status": "sent", "send_attempts": 1},
+                                   {"payload_kind": "confirmation", "status": "unsent", "send_attempts": 2}]
+    await say(app, "hello?")  # its reply waits behind the request (not tried before the platform's time)
+    assert channel.texts() == ["Waiting for you."] and clock.sleeps == [1]
+
+    clock.advance(seconds=2)
+    await app.outbox.resend_all()  # the platform is back
+    ((chat, request),) = channel.confirmations
+    assert chat == "c1" and request.tool_name == "files.write" and not request.step_up
+    assert channel.texts() == ["Waiting for you.", "Still here."] and channel.texts_before_confirmation == [1]
+    assert [r["status"] for r in await outbound(app)] == ["sent", "sent", "sent"]
+    fake_llm.add(Step.text("Written."))
+    await say(app, f"/approve {request.id}")  # the request did not silently expire: it can be approved
+    assert (tmp_path / "a.md").read_text() == "x"
+
+
+async def test_a_confirmation_queued_when_the_process_stops_arrives_after_a_restart(make_config, clock, fake_llm,
+                                                                                    tmp_path):
+    config = make_config(tools={"files": {"notes_dir": str(tmp_path)}})
+    down = RecordingChannel("test")
+    down.confirmation_failures = [ChannelSendError("platform unreachable", retryable=False)]
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[down])
+    await app.start()
+    fake_llm.add(write_note(), Step.text("Waiting for you."))
+    await say(app, "write it")
+    await app.stop()
+    assert down.texts() == ["Waiting for you."] and down.confirmations == []
+
+    arrived = []
+    for _ in range(2):  # two more lives: the first sends the request, the second has nothing to send
+        up = RecordingChannel("test")
+        app = await build_app(config, clock=clock, environ={}, extra_channels=[up])
+        await app.start()
+        await app.worker.wait_idle()
+        arrived.append([request.tool_name for _, request in up.confirmations])
+        if up.confirmations:
+            fake_llm.add(Step.text("Written."))
+            await say(app, f"/approve {up.confirmations[0][1].id}")
+        await app.stop()
+        assert up.texts() == ([f"Done: files.write ran (request {up.confirmations[0][1].id}).", "Written."]
+                              if up.confirmations else [])
+    assert arrived == [["files.write"], []]
+    assert (tmp_path / "a.md").read_text() == "x"
+
+
+async def test_a_file_whose_first_send_failed_arrives_after_the_channel_recovers(app_factory, fake_llm, channel,
+                                                                                 tmp_path):
+    app = await app_factory(channels={"send_retries": 0}, tools={"artifacts": {"dir": str(tmp_path / "art")}})
+    channel.file_failures = [ChannelSendError("HTTP 502", retryable=True)]
+    fake_llm.add(save_artifact(), Step.text("Here it is."))
+    await say(app, "write the report")
+    assert channel.texts() == ["Here it is."] and channel.files == []
+    assert [r["status"] for r in await outbound(app)] == ["sent", "unsent"]
+    await app.outbox.resend_all()
+    ((chat, path, caption),) = channel.files
+    assert (chat, path.name, caption) == ("c1", "report.html", "Report") and path.read_text() == "<h1>Report</h1>"
+    assert [r["status"] for r in await outbound(app)] == ["sent", "sent"]
+
+
+async def test_a_file_queued_when_the_process_stops_arrives_after_a_restart(make_config, clock, fake_llm, tmp_path):
+    config = make_config(tools={"artifacts": {"dir": str(tmp_path / "art")}})
+    down = RecordingChannel("test")
+    down.file_failures = [ChannelSendError("Telegram unreachable", retryable=True) for _ in range(10)]
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[down])
+    await app.start()
+    fake_llm.add(save_artifact(), Step.text("Here it is."))
+    await say(app, "write the report")
+    await app.stop()
+    assert down.texts() == ["Here it is."] and down.files == []
+
+    for life in range(2):
+        up = RecordingChannel("test")
+        app = await build_app(config, clock=clock, environ={}, extra_channels=[up])
+        await app.start()
+        await app.worker.wait_idle()
+        await app.stop()
+        assert [(path.name, caption) for _, path, caption in up.files] == ([("report.html", "Report")] if life == 0
+                                                                           else [])
+    assert len(fake_llm.requests) == 2  # sent again, not made again
+
+
+async def test_approval_requests_and_files_stay_out_of_the_models_history(app_factory, fake_llm, channel, tmp_path):
+    app = await app_factory(tools={"files": {"notes_dir": str(tmp_path)}, "artifacts": {"dir": str(tmp_path / "a")}})
+    fake_llm.add(write_note(), save_artifact(), Step.text("Saved; the note waits for you."), Step.text("Hi."))
+    await say(app, "save both")
+    assert len(channel.confirmations) == 1 and len(channel.files) == 1
+    await say(app, "hi")
+    history = [(m["role"], m.get("content")) for m in fake_llm.requests[-1]["messages"][1:]]
+    assert history == [("user", "save both"), ("assistant", "Saved; the note waits for you."), ("user", "hi")]
+
+
+async def test_a_payload_that_cannot_be_read_is_given_up_and_the_conversation_goes_on(app_factory, fake_llm, channel,
+                                                                                       tmp_path):
+    import sqlite3
+
+    app = await app_factory(tools={"files": {"notes_dir": str(tmp_path)}})
+    channel.confirmation_failures = [ChannelSendError("platform unreachable", retryable=False)]
+    fake_llm.add(write_note(), Step.text("Waiting for you."))
+    await say(app, "write it")
+    con = sqlite3.connect(app.config.storage.path)
+    with con:
+        con.execute("UPDATE messages SET payload = '[1, 2]' WHERE payload_kind = 'confirmation'")
+    con.close()
+    await app.outbox.post("test:c1", "a later notice")
+    assert channel.texts() == ["Waiting for you.", "a later notice"] and channel.confirmations == []
+    assert [(r["payload_kind"], r["status"]) for r in await outbound(app)] == [
+        ("text", "sent"), ("confirmation", "failed"), ("text", "sent")]

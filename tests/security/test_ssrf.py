@@ -18,9 +18,9 @@ import pytest
 from aiohttp import web
 
 from bruce.errors import ToolFailed
-from tests.tools.test_web import LocalServer
+from tests.fakes.web_site import LocalServer
 from tools.netguard import resolve_and_check
-from tools.web import read_url
+from tools.web.page import read_url
 
 OK, BLOCKED, DNS_ERROR, BAD_SCHEME, INVALID = "ok", "blocked_address", "dns_error", "unsupported_scheme", "invalid_url"
 

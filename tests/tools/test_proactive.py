@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator
 
 from bruce.actions.registry import check_contract
 from bruce.clock import utc_iso
-from bruce.config.schema import parse_config
+from bruce.config.loader import parse_config
 from bruce.contracts import Risk, ToolCall, ToolContext, ToolResult
 from bruce.errors import ToolFailed
 from bruce.jobs.scheduler import no_proactive_tools

@@ -11,12 +11,13 @@ import pytest
 from aiohttp import web
 
 from bruce.cli.main import main
-from bruce.config.schema import parse_config
+from bruce.config.loader import parse_config
 from bruce.errors import ConfigError
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
 from tools import calculator
-from tools import web as web_module
+from tools.web import page as page_module
+from tools.web import search as search_module
 
 PAGE = ("<html><head><title>Tide tables</title></head><body><article><h1>Tides</h1>"
         "<p>High tide in Recife is at 10:42 today, and the next low tide follows six hours later.</p>"
@@ -199,14 +200,14 @@ async def test_a_search_answer_over_the_size_limit_is_a_backend_error(app_factor
     feedback = tool_feedback(fake_llm)
     assert feedback["status"] == "error"
     assert feedback["error"] == ("backend_error: The 'searxng' search backend failed (the answer is larger than "
-                                 f"{web_module.MAX_SEARCH_RESPONSE_BYTES} bytes). Try again later or rephrase the query.")
+                                 f"{search_module.MAX_SEARCH_RESPONSE_BYTES} bytes). Try again later or rephrase the query.")
 
 
 async def test_page_extraction_runs_in_a_process_that_is_stopped_at_its_time_limit(
         app_factory, fake_llm, site, monkeypatch):
     base, _ = site
     reader = calculator.ProcessWorker(f"{__name__}:spin_reader", time_limit_s=0.3)
-    monkeypatch.setattr(web_module, "_READER", reader)
+    monkeypatch.setattr(page_module, "_READER", reader)
     try:
         reading = asyncio.create_task(read_through_the_tool(app_factory, fake_llm, f"{base}/article"))
         while reader.pid is None and not reading.done():  # until the page is handed to the reader

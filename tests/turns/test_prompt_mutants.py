@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bruce.config.schema import parse_config
+from bruce.config.loader import parse_config
 from bruce.turns.prompt import (
     base_layer,
     build_system_prompt,

@@ -1,6 +1,8 @@
 """MCP servers as tool sources: each configured server is one ``ServerLink`` that connects
 (stdio: starts the process; HTTP: streamable HTTP, falling back to SSE), lists the server's
-tools, registers each as a ``ToolContract`` in the registry, and keeps watch.
+tools, registers each as a ``ToolContract`` in the registry (``tools/mcp/catalog.py``), and
+keeps watch. The transports are in ``tools/mcp/transports.py``; a result as the model reads it,
+in ``tools/mcp/results.py``.
 
 Degrade, don't break: a connection and its handshake are bounded by ``connect_timeout_s``; a
 server that is down is ``unavailable`` (its tools leave the definitions, and a call already
@@ -13,35 +15,28 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import json
 import sys
-from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 import structlog
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
 from bruce.actions.registry import ToolRegistry
 from bruce.clock import Clock, utc_iso
 from bruce.config.schema import MCPServerConfig
-from bruce.contracts import Risk, ToolContext, ToolContract
-from bruce.errors import ContractError, ToolFailed
-from tools.mcp import names
+from bruce.contracts import ToolContext, ToolHandler
+from bruce.errors import ToolFailed
+from tools.mcp.catalog import ServerTools
+from tools.mcp.results import tool_output
+from tools.mcp.transports import openers
 
 __all__ = ["MCPBridge", "ServerLink", "ServerState"]
 
 log = structlog.get_logger(__name__)
 
-MAX_SCHEMA_CHARS = 20_000  # a server's input schema goes into every prompt; a huge one is refused
-MAX_OUTPUT_CHARS = 16_000  # a result's text, and its structured content as JSON
-MAX_TOOLS = 128  # per server: a server listing thousands would fill every prompt
-MAX_NAME = 128  # the MCP spec's longest tool name
 FIRST_BACKOFF_S = 0.5
-FAILURE_MODES = ("unavailable", "timeout", "tool_error", "protocol_error")
 
 
 class ServerState:
@@ -66,20 +61,6 @@ def describe(exc: BaseException) -> str:
     return f"{type(leaf).__name__}: {text}"[:300] if text else type(leaf).__name__
 
 
-def _python(command: str) -> str:
-    """``python`` in the config is the interpreter running Bruce (where tools/ is importable)."""
-    return sys.executable if command in ("python", "python3") else command
-
-
-_Opener = Callable[[], Awaitable[AbstractAsyncContextManager[Any]]]  # a transport, made when it is tried
-
-
-@dataclass(frozen=True, slots=True)
-class _Listed:
-    remote: str  # the server's name for the tool
-    contract: ToolContract
-
-
 class ServerLink:
     """One configured MCP server: its connection, its tools in the registry, its state."""
 
@@ -88,7 +69,7 @@ class ServerLink:
         self.name = name
         self._zone = zone  # a stdio server's TZ (the assistant's), unless its env sets one
         self.config = config
-        self._registry = registry
+        self.tools = ServerTools(name, config, registry, handler=self._handler, unavailable=self.unavailable)
         self._clock = clock
         self._log_dir = log_dir
         self.state = ServerState.CONNECTING if config.enabled else ServerState.DISABLED
@@ -97,8 +78,6 @@ class ServerLink:
         self.since: str = utc_iso(clock.now())
         self.attempts = 0
         self.settled = asyncio.Event()  # the first attempt is over, whatever its outcome
-        self._listed: dict[str, _Listed] = {}  # remote name -> what is registered for it now
-        self.skipped: dict[str, str] = {}  # remote name -> why it is not offered
         self._client: Any = None
         self._broken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -171,11 +150,12 @@ class ServerLink:
                 timer.cancel()
         if handshake.cancelled_caught:
             raise TimeoutError
+
     async def _connect(self, stack: AsyncExitStack) -> Any:
         from mcp import Client
 
         failure: Exception | None = None
-        for label, transport in self._transports(stack):
+        for label, transport in openers(self.config, zone=self._zone, stack=stack, errlog=self._server_log):
             try:
                 client = await stack.enter_async_context(Client(await transport()))
             except TimeoutError:
@@ -188,38 +168,6 @@ class ServerLink:
             return client
         assert failure is not None
         raise failure
-
-    def _transports(self, stack: AsyncExitStack) -> list[tuple[str, _Opener]]:
-        c = self.config
-        if c.command is not None:
-            from mcp import StdioServerParameters
-            from mcp.client.stdio import stdio_client
-
-            env = {"TZ": self._zone, **{k: v.get_secret_value() for k, v in c.env.items()}}
-            params = StdioServerParameters(command=_python(c.command), args=c.args, env=env,
-                                           cwd=str(c.cwd) if c.cwd else None)
-
-            async def stdio() -> AbstractAsyncContextManager[Any]:
-                return stdio_client(params, errlog=self._server_log())
-
-            return [("stdio", stdio)]
-        from mcp.client.sse import sse_client
-        from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
-
-        url = c.url or ""
-        headers = {k: v.get_secret_value() for k, v in c.headers.items()}
-
-        async def streamable() -> AbstractAsyncContextManager[Any]:
-            http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
-            return streamable_http_client(url, http_client=http)
-
-        async def sse() -> AbstractAsyncContextManager[Any]:
-            return sse_client(url, headers=headers, timeout=c.connect_timeout_s)
-
-        chosen: dict[str, list[tuple[str, _Opener]]] = {"auto": [("streamable_http", streamable), ("sse", sse)], "streamable_http": [("streamable_http", streamable)],
-                  "sse": [("sse", sse)]}
-        return chosen[c.transport]
 
     def _server_log(self) -> TextIO:
         """A stdio server's stderr: ``<data>/mcp/<name>.log`` (the daemon's own stderr if none)."""
@@ -254,7 +202,7 @@ class ServerLink:
                 pass
             with anyio.fail_after(max(self.config.connect_timeout_s, 5.0)):
                 listing = await self._list(client)
-            self._refresh(listing)
+            self.tools.refresh(listing)
 
     # state --------------------------------------------------------------------------------
 
@@ -264,9 +212,9 @@ class ServerLink:
         self.state = ServerState.READY
         self.last_error = None
         self.since = utc_iso(self._clock.now())
-        self._refresh(listing)
+        self.tools.refresh(listing)
         self.settled.set()
-        self._log.info("mcp.connected", transport=self.transport, tools=sorted(self._listed))
+        self._log.info("mcp.connected", transport=self.transport, tools=self.tools.remotes())
 
     def _down(self, reason: str) -> None:
         if self._stopping:
@@ -285,89 +233,14 @@ class ServerLink:
         def why() -> str | None:
             if self.state != ServerState.READY:
                 return f"the MCP server {self.name} is {self.state} ({self.last_error or 'connecting'}); try again later"
-            if remote not in self._listed:
+            if not self.tools.offers(remote):
                 return f"the MCP server {self.name} no longer offers {remote}"
             return None
         return why
 
-    # tools --------------------------------------------------------------------------------
+    # calls --------------------------------------------------------------------------------
 
-    def _wanted(self, remote: str, contract_name: str) -> bool:
-        short = contract_name.removeprefix(f"mcp.{self.name}.")
-        chosen = self.config.enabled_tools
-        if chosen is not None and remote not in chosen and short not in chosen:
-            return False
-        return remote not in self.config.disabled_tools and short not in self.config.disabled_tools
-
-    def _refresh(self, listing: list[Any]) -> None:
-        remotes = [str(t.name) for t in listing]
-        listed: dict[str, _Listed] = {}
-        self.skipped = {}
-        for tool in listing:
-            remote = str(tool.name)
-            if not remote or len(remote) > MAX_NAME:
-                self.skipped[remote[:MAX_NAME] + "…"] = f"its name is empty or longer than {MAX_NAME} characters"
-                continue
-            name = names.contract_name(self.name, remote, remotes)
-            if not self._wanted(remote, name):
-                self.skipped[remote] = "left out by enabled_tools / disabled_tools"
-                continue
-            if len(listed) >= MAX_TOOLS:
-                self.skipped[remote] = f"the server lists more than {MAX_TOOLS} tools; use enabled_tools to choose"
-                continue
-            try:
-                contract = self._contract(tool, name)
-                self._registry.register(contract, self._handler(remote), unavailable=self.unavailable(remote),
-                                        replace=True)
-            except (ValueError, ContractError) as exc:
-                self.skipped[remote] = str(exc)[:300]
-                self._log.warning("mcp.tool_refused", tool=remote[:100], reason=str(exc)[:300])
-                continue
-            listed[remote] = _Listed(remote, contract)
-        self._listed = listed
-        self._unknown_names(remotes)
-
-    def _unknown_names(self, remotes: list[str]) -> None:
-        """A tool_risk, enabled_tools or disabled_tools entry that names no tool of the server is
-        probably a typo that leaves a risk at its default: say so."""
-        known = set(remotes) | {names.contract_name(self.name, r, remotes).removeprefix(f"mcp.{self.name}.")
-                                for r in remotes}
-        c = self.config
-        for key, entries in (("tool_risk", list(c.tool_risk)), ("enabled_tools", c.enabled_tools or []),
-                             ("disabled_tools", c.disabled_tools)):
-            unknown = sorted(set(entries) - known)
-            if unknown:
-                self._log.warning("mcp.unknown_tool_names", key=f"mcp_servers.{self.name}.{key}", names=unknown[:20])
-
-    def _contract(self, tool: Any, name: str) -> ToolContract:
-        schema = _input_schema(tool.input_schema)
-        short = name.removeprefix(f"mcp.{self.name}.")
-        risk = Risk(self.config.tool_risk.get(str(tool.name)) or self.config.tool_risk.get(short) or self.config.risk)
-        acts = risk not in (Risk.LOW, Risk.MEDIUM)
-        existing = self._registry.get(name)
-        taken = {t.contract.wire_name for t in self._registry.tools()} - (
-            {existing.contract.wire_name} if existing is not None else set())
-        return ToolContract(
-            name=name,
-            description=names.description(self.name, tool.description, short),
-            category="mcp",
-            risk=risk,
-            input_schema=schema,
-            output_schema={"type": "object"},
-            autonomous=not acts,
-            confirmation=acts,
-            step_up=risk is Risk.CRITICAL,
-            side_effects=f"unknown to Bruce: whatever {short} of the MCP server {self.name} does",
-            audit_event="mcp.call",
-            failure_modes=FAILURE_MODES,
-            timeout_s=self.config.timeout_s,
-            permissions=(f"mcp:{self.name}",),
-            server=self.name,
-            untrusted_output=True,
-            wire=existing.contract.wire_name if existing is not None else names.wire_name(self.name, short, taken=taken),
-        )
-
-    def _handler(self, remote: str) -> Callable[[dict[str, Any], ToolContext], Awaitable[Any]]:
+    def _handler(self, remote: str) -> ToolHandler:
         async def call(arguments: dict[str, Any], _context: ToolContext) -> Any:
             return await self.call(remote, arguments)
         return call
@@ -393,7 +266,7 @@ class ServerLink:
                              code="protocol_error") from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
             return self._gone(exc)
-        return _output(self.name, result)
+        return tool_output(self.name, result)
 
     def _gone(self, exc: BaseException) -> NoReturn:
         """The connection broke under a call: the link reconnects; the call says so."""
@@ -411,52 +284,9 @@ class ServerLink:
             "state": self.state,
             "since": self.since,
             "last_error": self.last_error,
-            "tools": [{"name": t.contract.name, "wire_name": t.contract.wire_name, "remote": t.remote,
-                       "risk": str(t.contract.risk)} for t in sorted(self._listed.values(), key=lambda t: t.contract.name)],
-            "skipped": dict(sorted(self.skipped.items())),
+            "tools": self.tools.status(),
+            "skipped": dict(sorted(self.tools.skipped.items())),
         }
-
-
-def _input_schema(schema: Any) -> dict[str, Any]:
-    if not isinstance(schema, dict) or schema.get("type") != "object":
-        raise ValueError("its input schema is not a JSON Schema object")
-    if len(json.dumps(schema, default=str)) > MAX_SCHEMA_CHARS:
-        raise ValueError(f"its input schema is longer than {MAX_SCHEMA_CHARS} characters")
-    properties = schema.get("properties")
-    if isinstance(properties, dict) and "dry_run" in properties:
-        raise ValueError("its input has a dry_run field, which Bruce reserves")
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        raise ValueError(f"its input schema is not valid JSON Schema: {exc.message[:200]}") from None
-    return dict(schema)
-
-
-def _output(server: str, result: Any) -> Any:
-    """A tool's result for the model: its text (capped) and structured content; a tool error
-    becomes ``tool_error`` with the server's words."""
-    parts = []
-    for block in result.content or []:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            parts.append(block.text)
-        elif kind == "resource" and hasattr(block.resource, "text"):
-            parts.append(block.resource.text)
-        elif kind == "resource_link":
-            parts.append(f"[link: {block.uri}]")
-        else:
-            parts.append(f"[{kind or 'content'}: {getattr(block, 'mime_type', '') or 'binary'}, not shown]")
-    text = "\n".join(p for p in parts if p)
-    if len(text) > MAX_OUTPUT_CHARS:
-        text = text[:MAX_OUTPUT_CHARS] + f"… [{len(text) - MAX_OUTPUT_CHARS} more characters cut]"
-    if result.is_error:
-        raise ToolFailed(f"the MCP server {server} reported an error: {text[:1000] or 'no details'}", code="tool_error")
-    out: dict[str, Any] = {"content": text}
-    if result.structured_content is not None:
-        size = len(json.dumps(result.structured_content, default=str))
-        out["structured"] = result.structured_content if size <= MAX_OUTPUT_CHARS else (
-            f"[structured content of {size} characters, not shown]")
-    return out
 
 
 _preloading: asyncio.Future[Any] | None = None

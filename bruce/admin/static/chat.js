@@ -67,7 +67,7 @@
         if (draft) { draft.remove(); draft = null; }
         say("Bruce is thinking…");
         break;
-      case "tool_started": say(event.tool + "…"); break;
+      case "tool_started": say((event.activity || event.tool) + "…"); break;
       case "tool_finished": say(event.tool + ": " + event.status); break;
       case "delta":
         if (!draft) { draft = add("bruce draft", ""); }

@@ -254,7 +254,7 @@ async def test_an_http_server_is_reached_by_streamable_http_or_falls_back_to_sse
 
 def shipped_calendar(db: Path) -> dict[str, Any]:
     """The calendar server exactly as config.yml enables it, with its database under tmp_path."""
-    from bruce.config.schema import load_config
+    from bruce.config.loader import load_config
 
     calendar = load_config(ROOT / "config.yml", environ={}).mcp_servers["calendar"]
     args = list(calendar.args)

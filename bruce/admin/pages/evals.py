@@ -7,20 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from bruce.admin.pages.rendering import Page
 from bruce.eval.report import RunError, list_runs, load_run
 
 __all__ = ["EvalPages", "MAX_LISTED"]
 
 MAX_LISTED = 100  # the newest runs shown; older folders stay on disk
 _RUN_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,99}")
-
-Page = Callable[..., web.Response]  # AdminServer._page: a template rendered with the session's CSRF token
 
 
 class EvalPages:

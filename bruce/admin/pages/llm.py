@@ -1,0 +1,69 @@
+"""The model calls: ``/llm`` (the calls, newest first, with usage per day and model, the day's
+budget, and latency and token charts drawn on the server) and ``GET /api/llm-calls`` (filters
+``model``, ``status``, ``since``, ``until``, ``limit``, ``cursor``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from zoneinfo import ZoneInfo
+
+from aiohttp import web
+
+from bruce.admin.pages.listing import BadRequest, one_page, parse_filters
+from bruce.admin.pages.rendering import Page
+from bruce.clock import Clock
+from bruce.llm.budget import Budget
+from bruce.llm.usage import usage_by_day
+from bruce.records import StoredLLMCall, as_dict
+from bruce.store import Store
+
+__all__ = ["LLMPages", "svg_points"]
+
+FILTERS = {"model": "model", "status": "status", "since": "since", "until": "until"}
+STATUSES = ("ok", "error", "timeout")
+USAGE_DAYS = 7
+
+
+def svg_points(values: list[float], width: int = 600, height: int = 120) -> str:
+    """A polyline's points for a small server-drawn chart (no script, no library)."""
+    if not values:
+        return ""
+    top = max(values) or 1.0
+    step = width / max(len(values) - 1, 1)
+    return " ".join(f"{i * step:.1f},{height - (v / top) * (height - 4) - 2:.1f}" for i, v in enumerate(values))
+
+
+class LLMPages:
+    def __init__(self, store: Store, clock: Clock, zone: ZoneInfo, budget: Budget | None, page: Page) -> None:
+        self._store = store  # llm_calls through ``audit``; the usage per day through ``usage_by_day``
+        self._clock = clock
+        self._zone = zone
+        self._budget = budget
+        self._page = page
+
+    def routes(self) -> list[web.RouteDef]:
+        return [web.get("/llm", self._llm_page), web.get("/api/llm-calls", self._api_llm_calls)]
+
+    async def _calls(self, query: Mapping[str, str]) -> tuple[list[StoredLLMCall], int | None]:
+        filters, limit, cursor = parse_filters(query, FILTERS, STATUSES)
+        return one_page(await self._store.audit.llm_calls(filters=filters, before_id=cursor, limit=limit + 1), limit)
+
+    async def _api_llm_calls(self, request: web.Request) -> web.Response:
+        try:
+            items, next_cursor = await self._calls(request.query)
+        except BadRequest as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        return web.json_response({"items": [as_dict(c) for c in items], "next_cursor": next_cursor})
+
+    async def _llm_page(self, request: web.Request) -> web.Response:
+        try:
+            items, next_cursor = await self._calls(request.query)
+        except BadRequest as exc:
+            raise web.HTTPBadRequest(text=str(exc)) from None
+        rows, hits = await usage_by_day(self._store, self._clock, self._zone, USAGE_DAYS)
+        spend = await self._budget.spend() if self._budget is not None else None
+        chart = list(reversed(items[:100]))
+        return self._page("llm.html", request=request, items=items, usage=rows, hits=hits, spend=spend,
+                          latency=svg_points([c.latency_ms for c in chart]),
+                          tokens=svg_points([(c.prompt_tokens or 0) + (c.completion_tokens or 0) for c in chart]),
+                          older=f"/llm?cursor={next_cursor}" if next_cursor else None)

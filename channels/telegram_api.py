@@ -1,0 +1,77 @@
+"""The Bot API's control calls as plain JSON requests over aiohttp: what receiving needs before
+(and without) aiogram, whose import costs seconds of CPU (``channels/telegram.py`` explains).
+
+A call returns its ``result``; it raises ``Refused`` when Telegram says no (with the status, its
+description and any ``retry_after``), and one of ``Unreachable`` when no answer came at all.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+
+from bruce.errors import ConfigError
+
+__all__ = ["ALLOWED_UPDATES", "OFFICIAL_API", "BotAPI", "Refused", "Unreachable", "check_token"]
+
+OFFICIAL_API = "https://api.telegram.org"
+CONTROL_TIMEOUT_S = 20.0  # getMe, deleteWebhook, setMyCommands, setWebhook
+MAX_ANSWER_BYTES = 32 * 2**20  # a getUpdates answer is at most 100 updates; a proxy gone wrong gets no more
+ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
+
+
+def check_token(token: str) -> None:
+    """The shape of a bot token (``123456:ABC-...``), as aiogram checks it, without importing aiogram."""
+    left, sep, right = token.partition(":")
+    if not sep or not left.isdigit() or not right or any(c.isspace() for c in token):
+        raise ConfigError("channels.telegram.token: not a Telegram bot token (it looks like 123456:ABC-...)")
+
+
+class Refused(Exception):
+    """A Bot API call answered ``ok: false`` (or not with JSON at all)."""
+
+    def __init__(self, method: str, status: int, description: str, retry_after: float | None = None) -> None:
+        super().__init__(f"{method}: {status} {description}")
+        self.status, self.description, self.retry_after = status, description, retry_after
+
+
+Unreachable = (aiohttp.ClientError, TimeoutError)  # no answer at all: the network, a time-out
+
+
+class BotAPI:
+    """The Bot API's control calls as plain JSON requests: what receiving needs before (and
+    without) aiogram."""
+
+    def __init__(self, token: str, api_base: str | None) -> None:
+        self._base = f"{(api_base or OFFICIAL_API).rstrip('/')}/bot{token}"
+        self._http: aiohttp.ClientSession | None = None
+
+    async def call(self, method: str, params: dict[str, Any], *, timeout: float = CONTROL_TIMEOUT_S) -> Any:
+        """The call's ``result``; ``Refused`` when Telegram says no, ``Unreachable`` when it says nothing."""
+        if self._http is None or self._http.closed:
+            self._http = aiohttp.ClientSession()
+        async with self._http.post(f"{self._base}/{method}", json=params,
+                                   timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+            raw = await response.content.read(MAX_ANSWER_BYTES + 1)
+            status = response.status
+        if len(raw) > MAX_ANSWER_BYTES:
+            raise Refused(method, status, f"an answer over {MAX_ANSWER_BYTES // 2**20} MB")
+        try:
+            body = json.loads(raw)
+        except (ValueError, RecursionError):  # not JSON, or JSON nested past the parser's depth
+            raise Refused(method, status, "not a JSON answer") from None
+        if not isinstance(body, dict):
+            raise Refused(method, status, "not a Bot API answer")
+        if status == 200 and body.get("ok") is True:
+            return body.get("result")
+        parameters = body.get("parameters")
+        retry_after = parameters.get("retry_after") if isinstance(parameters, dict) else None
+        raise Refused(method, status, str(body.get("description") or "no description")[:300],
+                      float(retry_after) if isinstance(retry_after, int | float) else None)
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+            self._http = None

@@ -1,0 +1,44 @@
+"""The model calls page (``bruce.admin.pages.llm``): filters and the cursor, the day's usage and
+budget, and the server-drawn charts."""
+
+from __future__ import annotations
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from bruce.admin import AdminServer
+from bruce.admin.pages.llm import svg_points
+from tests.fakes.llm_server import Step
+from tests.helpers import ADMIN_TOKEN as TOKEN
+from tests.helpers import BEARER, say
+
+
+async def test_llm_calls_filters_totals_budget_and_charts(app_factory, fake_llm):
+    app = await app_factory(llm={"budget": {"daily_tokens": 1000}})
+    server = AdminServer(store=app.store, clock=app.clock, token=TOKEN, host="127.0.0.1", port=0,
+                         budget=app.llm.budget, zone=app.config.assistant.zone)
+    client = TestClient(TestServer(server.app))
+    await client.start_server()
+    try:
+        fake_llm.add(Step.text("one"), Step.error(400, "bad request"))
+        await say(app, "hi")
+        await say(app, "again")
+        calls = (await (await client.get("/api/llm-calls", headers=BEARER)).json())["items"]
+        assert [c["status"] for c in calls][:1] == ["error"] and calls[-1]["status"] == "ok"
+        ok = (await (await client.get("/api/llm-calls", params={"status": "ok"}, headers=BEARER)).json())["items"]
+        assert [c["prompt_tokens"] for c in ok] == [10]
+        page = await (await client.get("/api/llm-calls", params={"limit": "1"}, headers=BEARER)).json()
+        assert len(page["items"]) == 1 and page["next_cursor"] == page["items"][0]["id"]
+        bad = await client.get("/api/llm-calls", params={"status": "cached"}, headers=BEARER)
+        assert bad.status == 400 and "status" in (await bad.json())["error"]
+        html = await (await client.get("/llm", headers=BEARER)).text()
+        assert "Today (2026-12-02): " in html and "of 1,000 tokens" in html
+        assert "openai/primary" in html and '<polyline class="latency" points="0.0,' in html
+    finally:
+        await client.close()
+
+
+def test_the_chart_points_span_the_width_and_scale_to_the_highest():
+    assert svg_points([]) == ""
+    assert svg_points([0.0, 5.0, 10.0], width=100, height=24) == "0.0,22.0 50.0,12.0 100.0,2.0"
+    assert svg_points([3.0], width=100, height=24) == "0.0,2.0"
+    assert svg_points([0.0, 0.0], width=10, height=24) == "0.0,22.0 10.0,22.0"  # all zero: a flat line

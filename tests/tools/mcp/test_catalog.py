@@ -1,0 +1,89 @@
+"""Which of a server's tools are offered, and as what contract, from a listing (no server running;
+the whole path over real servers: tests/tools/mcp/test_bridge.py)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from structlog.testing import capture_logs
+
+from bruce.actions.confirmations import Confirmations
+from bruce.actions.registry import ToolRegistry
+from bruce.config.schema import MCPServerConfig
+from bruce.store import Store
+from tools.mcp.catalog import MAX_NAME, MAX_SCHEMA_CHARS, ServerTools, input_schema
+
+OBJECT = {"type": "object", "properties": {"text": {"type": "string"}}}
+
+
+def tool(name: str, schema: Any = OBJECT, description: str = "Does a thing.") -> SimpleNamespace:
+    return SimpleNamespace(name=name, input_schema=schema, description=description)
+
+
+@pytest.fixture
+async def registry(tmp_path, clock):
+    store = await Store.open(tmp_path / "catalog.db", clock)
+    yield ToolRegistry(store=store, clock=clock, zone=ZoneInfo("UTC"), confirmations=Confirmations(store, clock))
+    await store.close()
+
+
+def catalog(registry: ToolRegistry, **config: Any) -> ServerTools:
+    async def handler(arguments: dict[str, Any], context: Any) -> Any:
+        return {}
+
+    return ServerTools("srv", MCPServerConfig(command="python", **config), registry,
+                       handler=lambda remote: handler, unavailable=lambda remote: lambda: None)
+
+
+async def test_listed_tools_are_registered_with_the_configured_risk(registry):
+    tools = catalog(registry, tool_risk={"echo": "low"})
+    tools.refresh([tool("echo"), tool("wipe")])
+    assert tools.remotes() == ["echo", "wipe"] and tools.offers("echo") and tools.skipped == {}
+    echo, wipe = registry.get("mcp.srv.echo"), registry.get("mcp.srv.wipe")
+    assert echo is not None and wipe is not None
+    assert (echo.contract.risk, wipe.contract.risk) == ("low", "high")  # high: the server's default
+    assert wipe.contract.confirmation and not wipe.contract.autonomous and wipe.contract.untrusted_output
+    assert [t["name"] for t in tools.status()] == ["mcp.srv.echo", "mcp.srv.wipe"]
+
+
+async def test_a_tool_keeps_its_wire_name_across_listings(registry):
+    tools = catalog(registry)
+    tools.refresh([tool("echo")])
+    wire = registry.get("mcp.srv.echo").contract.wire_name
+    tools.refresh([tool("echo", description="Changed.")])
+    assert registry.get("mcp.srv.echo").contract.wire_name == wire
+
+
+async def test_what_is_left_out_says_why(registry):
+    tools = catalog(registry, disabled_tools=["off"])
+    long_name = "x" * (MAX_NAME + 1)
+    tools.refresh([tool("off"), tool(long_name), tool(""), tool("dry", {"type": "object", "properties": {
+        "dry_run": {"type": "boolean"}}}), tool("list", {"type": "array"}), tool("ok")])
+    assert tools.remotes() == ["ok"]
+    assert tools.skipped == {
+        "off": "left out by enabled_tools / disabled_tools",
+        "x" * MAX_NAME + "…": f"its name is empty or longer than {MAX_NAME} characters",
+        "…": f"its name is empty or longer than {MAX_NAME} characters",
+        "dry": "its input has a dry_run field, which Bruce reserves",
+        "list": "its input schema is not a JSON Schema object",
+    }
+
+
+async def test_enabled_tools_chooses_and_an_unknown_name_is_logged(registry):
+    tools = catalog(registry, enabled_tools=["echo", "ecko"])
+    with capture_logs() as logs:
+        tools.refresh([tool("echo"), tool("wipe")])
+    assert tools.remotes() == ["echo"]
+    (warning,) = [e for e in logs if e["event"] == "mcp.unknown_tool_names"]
+    assert warning["key"] == "mcp_servers.srv.enabled_tools" and warning["names"] == ["ecko"]
+
+
+def test_an_input_schema_must_be_a_valid_bounded_object():
+    assert input_schema(OBJECT) == OBJECT
+    with pytest.raises(ValueError, match="not valid JSON Schema"):
+        input_schema({"type": "object", "properties": {"a": {"type": 5}}})
+    with pytest.raises(ValueError, match=f"longer than {MAX_SCHEMA_CHARS}"):
+        input_schema({"type": "object", "description": "x" * MAX_SCHEMA_CHARS})

@@ -1,0 +1,101 @@
+"""tools.netguard: the blocked address ranges, the resolving guard and the pinned transport (its use
+by read_url: tests/tools/web/test_page.py; the whole table of URL spellings: tests/security/test_ssrf.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import pytest
+
+from bruce.errors import ToolFailed
+from tools.netguard import PinnedTransport, is_blocked_ip, resolve_and_check
+
+
+@pytest.mark.parametrize(
+    "ip",
+    ["127.0.0.1", "10.0.0.1", "172.16.5.4", "192.168.1.1", "169.254.169.254", "100.64.0.1",
+     "224.0.0.1", "0.0.0.0", "240.0.0.1", "255.255.255.255", "::1", "::", "fe80::1",
+     "fc00::1", "ff02::1", "::ffff:127.0.0.1", "::ffff:169.254.169.254", "2002:7f00:1::",
+     "64:ff9b::a00:1", "not-an-ip"],
+)
+def test_blocked_ips(ip: str) -> None:
+    assert is_blocked_ip(ip)
+
+
+@pytest.mark.parametrize("ip", ["8.8.8.8", "93.184.216.34", "2606:4700:4700::1111"])
+def test_public_ips_pass(ip: str) -> None:
+    assert not is_blocked_ip(ip)
+
+
+async def test_literal_public_ip_needs_no_dns() -> None:
+    await resolve_and_check("https://8.8.8.8/dns-query", allow_private=False)
+
+
+async def test_any_private_resolution_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    loop = asyncio.get_running_loop()
+
+    async def fake_getaddrinfo(host: str, port: int, **_: Any) -> list[Any]:
+        assert host == "mixed.example"
+        return [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port)),
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", port)),
+        ]
+
+    monkeypatch.setattr(loop, "getaddrinfo", fake_getaddrinfo)
+    with pytest.raises(ToolFailed) as err:
+        await resolve_and_check("http://mixed.example/", allow_private=False)
+    assert err.value.code == "blocked_address"
+    assert "mixed.example" in str(err.value)
+    # allow_private skips the address check (and the lookup) entirely
+    await resolve_and_check("http://mixed.example/", allow_private=True)
+
+
+async def test_public_resolution_passes_and_dns_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    loop = asyncio.get_running_loop()
+
+    async def fake_getaddrinfo(host: str, port: int, **_: Any) -> list[Any]:
+        if host == "public.example":
+            return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "",
+                     ("2606:4700:4700::1111", port, 0, 0))]
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(loop, "getaddrinfo", fake_getaddrinfo)
+    await resolve_and_check("https://public.example/page", allow_private=False)
+    with pytest.raises(ToolFailed) as err:
+        await resolve_and_check("https://nowhere.invalid/", allow_private=False)
+    assert err.value.code == "dns_error"
+
+
+async def test_allowed_hosts_refuse_another_host_before_any_dns_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A URL the model made up from a page it read (``http://<secret>.attacker.example/``) must not
+    reach DNS at all when tools.web.allowed_hosts is set: the lookup alone would leak the name."""
+    from tools.web_tools import only_hosts
+
+    looked_up: list[str] = []
+
+    async def fake_getaddrinfo(host: str, port: int, **_: Any) -> list[Any]:
+        looked_up.append(host)
+        address = "10.0.0.7" if host == "intranet.example" else "93.184.216.34"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", fake_getaddrinfo)
+    guard = only_hosts(["docs.example", "intranet.example"])
+    with pytest.raises(ToolFailed) as err:
+        await guard("https://c2VjcmV0LWRhdGE.attacker.example/x", allow_private=False)
+    assert err.value.code == "blocked_address" and "attacker.example" in str(err.value)
+    assert looked_up == []
+    with pytest.raises(ToolFailed) as err:
+        await guard("ftp://docs.example/file", allow_private=False)
+    assert err.value.code == "unsupported_scheme" and looked_up == []
+    await guard("https://docs.example/page", allow_private=False)  # allowed: looked up and checked as before
+    assert looked_up == ["docs.example"]
+    with pytest.raises(ToolFailed) as err:  # allowed, but private: still refused after its lookup
+        await guard("http://intranet.example/", allow_private=False)
+    assert err.value.code == "blocked_address" and looked_up[-1] == "intranet.example"
+
+
+async def test_pinned_transport_needs_no_proxy() -> None:
+    with pytest.raises(TypeError):
+        PinnedTransport(proxy="http://127.0.0.1:3128")

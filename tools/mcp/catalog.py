@@ -1,0 +1,166 @@
+"""Which of an MCP server's tools Bruce offers, and as what ``ToolContract``.
+
+Policy comes from the config only (``tool_risk``, ``enabled_tools``, ``disabled_tools``, the
+server's ``risk``): a server's descriptions and annotations are untrusted text and never lower a
+tool's risk. A tool that cannot be offered (a bad name or schema, too many tools) is left out
+with the reason, shown in the server's status.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from bruce.actions.registry import ToolRegistry
+from bruce.config.schema import MCPServerConfig
+from bruce.contracts import Risk, ToolContract, ToolHandler
+from bruce.errors import ContractError
+from tools.mcp import names
+
+__all__ = ["FAILURE_MODES", "MAX_NAME", "MAX_SCHEMA_CHARS", "MAX_TOOLS", "ServerTools", "input_schema"]
+
+MAX_SCHEMA_CHARS = 20_000  # a server's input schema goes into every prompt; a huge one is refused
+MAX_TOOLS = 128  # per server: a server listing thousands would fill every prompt
+MAX_NAME = 128  # the MCP spec's longest tool name
+FAILURE_MODES = ("unavailable", "timeout", "tool_error", "protocol_error")
+
+
+@dataclass(frozen=True, slots=True)
+class _Listed:
+    remote: str  # the server's name for the tool
+    contract: ToolContract
+
+
+class ServerTools:
+    """One server's tools in the registry: registered again at each listing, with what was left out."""
+
+    def __init__(self, server: str, config: MCPServerConfig, registry: ToolRegistry, *,
+                 handler: Callable[[str], ToolHandler], unavailable: Callable[[str], Callable[[], str | None]]) -> None:
+        self._server = server
+        self._config = config
+        self._registry = registry
+        self._handler = handler  # remote name -> the handler that calls it
+        self._unavailable = unavailable  # remote name -> why a call cannot go now, or None
+        self._listed: dict[str, _Listed] = {}  # remote name -> what is registered for it now
+        self.skipped: dict[str, str] = {}  # remote name -> why it is not offered
+        self._log = structlog.get_logger(__name__).bind(server=server)
+
+    def offers(self, remote: str) -> bool:
+        return remote in self._listed
+
+    def remotes(self) -> list[str]:
+        return sorted(self._listed)
+
+    def refresh(self, listing: list[Any]) -> None:
+        remotes = [str(t.name) for t in listing]
+        listed: dict[str, _Listed] = {}
+        self.skipped = {}
+        for tool in listing:
+            remote = str(tool.name)
+            if not remote or len(remote) > MAX_NAME:
+                self.skipped[remote[:MAX_NAME] + "…"] = f"its name is empty or longer than {MAX_NAME} characters"
+                continue
+            name = names.contract_name(self._server, remote, remotes)
+            refusal = self._refusal(remote, name, offered=len(listed))
+            if refusal is not None:
+                self.skipped[remote] = refusal
+                continue
+            try:
+                contract = self._contract(tool, name)
+                self._registry.register(contract, self._handler(remote), unavailable=self._unavailable(remote),
+                                        replace=True)
+            except (ValueError, ContractError) as exc:
+                self.skipped[remote] = str(exc)[:300]
+                self._log.warning("mcp.tool_refused", tool=remote[:100], reason=str(exc)[:300])
+                continue
+            listed[remote] = _Listed(remote, contract)
+        self._listed = listed
+        self._unknown_names(remotes)
+
+    def status(self) -> list[dict[str, str]]:
+        return [{"name": t.contract.name, "wire_name": t.contract.wire_name, "remote": t.remote,
+                 "risk": str(t.contract.risk)} for t in sorted(self._listed.values(), key=lambda t: t.contract.name)]
+
+    def _refusal(self, remote: str, name: str, *, offered: int) -> str | None:
+        """Why the config (or the number offered already) leaves the tool out, or None."""
+        if not self._wanted(remote, name):
+            return "left out by enabled_tools / disabled_tools"
+        if offered >= MAX_TOOLS:
+            return f"the server lists more than {MAX_TOOLS} tools; use enabled_tools to choose"
+        return None
+
+    def _wanted(self, remote: str, contract_name: str) -> bool:
+        short = contract_name.removeprefix(f"mcp.{self._server}.")
+        chosen = self._config.enabled_tools
+        if chosen is not None and remote not in chosen and short not in chosen:
+            return False
+        return remote not in self._config.disabled_tools and short not in self._config.disabled_tools
+
+    def _unknown_names(self, remotes: list[str]) -> None:
+        """A tool_risk, enabled_tools or disabled_tools entry that names no tool of the server is
+        probably a typo that leaves a risk at its default: say so."""
+        known = set(remotes) | {names.contract_name(self._server, r, remotes).removeprefix(f"mcp.{self._server}.")
+                                for r in remotes}
+        c = self._config
+        for key, entries in (("tool_risk", list(c.tool_risk)), ("enabled_tools", c.enabled_tools or []),
+                             ("disabled_tools", c.disabled_tools)):
+            unknown = sorted(set(entries) - known)
+            if unknown:
+                self._log.warning("mcp.unknown_tool_names", key=f"mcp_servers.{self._server}.{key}",
+                                  names=unknown[:20])
+
+    def _contract(self, tool: Any, name: str) -> ToolContract:
+        schema = input_schema(tool.input_schema)
+        short = name.removeprefix(f"mcp.{self._server}.")
+        c = self._config
+        risk = Risk(c.tool_risk.get(str(tool.name)) or c.tool_risk.get(short) or c.risk)
+        acts = risk not in (Risk.LOW, Risk.MEDIUM)
+        return ToolContract(
+            name=name,
+            description=names.description(self._server, tool.description, short),
+            category="mcp",
+            risk=risk,
+            input_schema=schema,
+            output_schema={"type": "object"},
+            autonomous=not acts,
+            confirmation=acts,
+            step_up=risk is Risk.CRITICAL,
+            side_effects=f"unknown to Bruce: whatever {short} of the MCP server {self._server} does",
+            audit_event="mcp.call",
+            failure_modes=FAILURE_MODES,
+            timeout_s=c.timeout_s,
+            permissions=(f"mcp:{self._server}",),
+            server=self._server,
+            untrusted_output=True,
+            wire=self._wire_name(name, short),
+        )
+
+    def _wire_name(self, name: str, short: str) -> str:
+        """The name the model sees: kept across listings, else a new one no other tool has."""
+        existing = self._registry.get(name)
+        if existing is not None:
+            return existing.contract.wire_name
+        taken = {t.contract.wire_name for t in self._registry.tools()}
+        return names.wire_name(self._server, short, taken=taken)
+
+
+def input_schema(schema: Any) -> dict[str, Any]:
+    """A tool's input schema as Bruce accepts it, or ValueError saying why not."""
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise ValueError("its input schema is not a JSON Schema object")
+    if len(json.dumps(schema, default=str)) > MAX_SCHEMA_CHARS:
+        raise ValueError(f"its input schema is longer than {MAX_SCHEMA_CHARS} characters")
+    properties = schema.get("properties")
+    if isinstance(properties, dict) and "dry_run" in properties:
+        raise ValueError("its input has a dry_run field, which Bruce reserves")
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise ValueError(f"its input schema is not valid JSON Schema: {exc.message[:200]}") from None
+    return dict(schema)
