@@ -1,16 +1,20 @@
-"""tools.netguard: the blocked address ranges, the resolving guard and the pinned transport (its use
-by read_url: tests/tools/web/test_page.py; the whole table of URL spellings: tests/security/test_ssrf.py)."""
+"""tools.netguard: which addresses Bruce may fetch from, checked before any request; a name is
+looked up once, an IP literal never, and a host outside ``allowed_hosts`` not at all. (Its use by
+read_url: tests/tools/web/test_page.py; the whole table of URL spellings: tests/security/test_ssrf.py.)"""
 
 from __future__ import annotations
-
-import asyncio
-import socket
-from typing import Any
 
 import pytest
 
 from bruce.errors import ToolFailed
+from tests.fakes.dns import CountingResolver, install_resolver
 from tools.netguard import PinnedTransport, is_blocked_ip, resolve_and_check
+
+
+@pytest.fixture
+async def dns(monkeypatch: pytest.MonkeyPatch) -> CountingResolver:
+    return install_resolver(monkeypatch, {"public.example": "93.184.216.34", "docs.example": "93.184.216.34",
+                                         "intranet.example": "10.0.0.7"})
 
 
 @pytest.mark.parametrize(
@@ -27,31 +31,6 @@ def test_blocked_ips(ip: str) -> None:
 @pytest.mark.parametrize("ip", ["8.8.8.8", "93.184.216.34", "2606:4700:4700::1111"])
 def test_public_ips_pass(ip: str) -> None:
     assert not is_blocked_ip(ip)
-
-
-class CountingResolver:
-    """Stands in for the event loop's ``getaddrinfo``, the one way tools.netguard looks a name up:
-    answers from a table (a name missing from it does not resolve) and records every name asked."""
-
-    def __init__(self, answers: dict[str, str]) -> None:
-        self.answers = answers
-        self.asked: list[str] = []
-
-    async def getaddrinfo(self, host: str, port: int, **_: Any) -> list[Any]:
-        self.asked.append(host)
-        address = self.answers.get(host)
-        if address is None:
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        family = socket.AF_INET6 if ":" in address else socket.AF_INET
-        return [(family, socket.SOCK_STREAM, 6, "", (address, port))]
-
-
-@pytest.fixture
-async def dns(monkeypatch: pytest.MonkeyPatch) -> CountingResolver:
-    resolver = CountingResolver({"public.example": "93.184.216.34", "docs.example": "93.184.216.34",
-                                 "intranet.example": "10.0.0.7"})
-    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", resolver.getaddrinfo)
-    return resolver
 
 
 @pytest.mark.parametrize("url", ["https://8.8.8.8/dns-query", "http://134744072/", "http://8.8.8.8./",
@@ -71,39 +50,25 @@ async def test_literal_private_ip_is_refused_without_dns(dns: CountingResolver, 
     assert dns.asked == []
 
 
-async def test_any_private_resolution_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    loop = asyncio.get_running_loop()
-
-    async def fake_getaddrinfo(host: str, port: int, **_: Any) -> list[Any]:
-        assert host == "mixed.example"
-        return [
-            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port)),
-            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", port)),
-        ]
-
-    monkeypatch.setattr(loop, "getaddrinfo", fake_getaddrinfo)
+async def test_any_private_resolution_blocks(dns: CountingResolver) -> None:
+    dns.answers["mixed.example"] = ["93.184.216.34", "10.1.2.3"]
     with pytest.raises(ToolFailed) as err:
         await resolve_and_check("http://mixed.example/", allow_private=False)
     assert err.value.code == "blocked_address"
-    assert "mixed.example" in str(err.value)
-    # allow_private skips the address check (and the lookup) entirely
+    assert "mixed.example" in str(err.value) and "10.1.2.3" in str(err.value)
+    assert dns.asked == ["mixed.example"]
+    # allow_private skips the address check, and the lookup, entirely
     await resolve_and_check("http://mixed.example/", allow_private=True)
+    assert dns.asked == ["mixed.example"]
 
 
-async def test_public_resolution_passes_and_dns_failure(monkeypatch: pytest.MonkeyPatch) -> None:
-    loop = asyncio.get_running_loop()
-
-    async def fake_getaddrinfo(host: str, port: int, **_: Any) -> list[Any]:
-        if host == "public.example":
-            return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "",
-                     ("2606:4700:4700::1111", port, 0, 0))]
-        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-
-    monkeypatch.setattr(loop, "getaddrinfo", fake_getaddrinfo)
+async def test_public_resolution_passes_and_dns_failure(dns: CountingResolver) -> None:
+    dns.answers["public.example"] = "2606:4700:4700::1111"
     await resolve_and_check("https://public.example/page", allow_private=False)
     with pytest.raises(ToolFailed) as err:
         await resolve_and_check("https://nowhere.invalid/", allow_private=False)
-    assert err.value.code == "dns_error"
+    assert err.value.code == "dns_error" and "nowhere.invalid" in str(err.value)
+    assert dns.asked == ["public.example", "nowhere.invalid"]
 
 
 async def test_allowed_hosts_refuse_another_host_before_any_dns_lookup(dns: CountingResolver) -> None:
