@@ -27,8 +27,7 @@ run: install
 
 test: install-test
 	$(BIN)/ruff check bruce channels tools tests benchmarks
-	$(BIN)/mypy --strict --follow-imports=silent bruce channels
-	$(BIN)/mypy tools
+	$(BIN)/mypy --strict bruce channels tools
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: install-test

@@ -184,32 +184,33 @@ _NOT_ARITHMETIC = (ast.Attribute, ast.Subscript, ast.Slice, ast.JoinedStr, ast.F
                    ast.AugAssign, ast.Import)
 
 
-class _Arithmetic(SimpleEval):
+def _arithmetic() -> SimpleEval:
     """simpleeval restricted to arithmetic: our operators and functions, numeric literals only,
-    and none of the nodes that reach objects or build strings."""
+    and none of the nodes that reach objects or build strings. (An instance configured here
+    rather than a subclass: simpleeval has no type hints, and a class cannot be typed on an
+    untyped base.)"""
+    evaluator = SimpleEval(operators=dict(_OPERATORS), functions=dict(_FUNCTIONS), names=dict(_NAMES))
+    for node in _NOT_ARITHMETIC:
+        evaluator.nodes.pop(node, None)
+    evaluator.nodes[ast.Constant] = _number
+    return evaluator
 
-    def __init__(self) -> None:
-        super().__init__(operators=dict(_OPERATORS), functions=dict(_FUNCTIONS), names=dict(_NAMES))
-        for node in _NOT_ARITHMETIC:
-            self.nodes.pop(node, None)
-        self.nodes[ast.Constant] = self._number
 
-    @staticmethod
-    def parse(expr: str) -> ast.AST:
-        return ast.parse(expr.strip(), mode="eval").body  # one expression, never statements
+def _parse(expression: str) -> ast.AST:
+    return ast.parse(expression.strip(), mode="eval").body  # one expression, never statements
 
-    @staticmethod
-    def _number(node: ast.Constant) -> Any:
-        if not isinstance(node.value, (int, float)):  # strings, bytes, None, complex numbers
-            raise InvalidExpression(f"{node.value!r} is not a number")
-        return _checked(node.value)
+
+def _number(node: ast.Constant) -> Any:
+    if not isinstance(node.value, (int, float)):  # strings, bytes, None, complex numbers
+        raise InvalidExpression(f"{node.value!r} is not a number")
+    return _checked(node.value)
 
 
 def evaluate(expression: str) -> float | int:
     """The value of ``expression``, or ToolFailed. Synchronous and CPU-bound: the tool runs it in
     the worker process (:class:`ProcessWorker`), never on the event loop."""
     try:
-        result = _Arithmetic().eval(expression)
+        result = _arithmetic().eval(expression, previously_parsed=_parse(expression))
     except ToolFailed:
         raise
     except NumberTooHigh as exc:

@@ -1,5 +1,6 @@
 """A run on disk: run.json with everything, report.md for a person, folders that never collide,
-and a clear error for a run folder that is missing or garbled; then ``compare`` between two runs."""
+and a clear error for a run folder that is missing or garbled. (``compare`` between two runs:
+tests/eval/test_compare.py.)"""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from datetime import UTC, datetime
 import pytest
 
 from bruce.eval.cases import load_cases
-from bruce.eval.compare import compare_runs, render
 from bruce.eval.judge import Judge, judge_endpoint, load_rubric
 from bruce.eval.report import RunError, list_runs, load_run, new_run_folder, run_record, write_run
 from bruce.eval.runner import RunSettings, run_cases
@@ -105,47 +105,6 @@ def test_a_missing_or_garbled_run_is_a_clear_error(tmp_path, content, error):
     with pytest.raises(RunError, match=error.replace("(", r"\(").replace(")", r"\)")):
         load_run(folder)
     assert error in list_runs(tmp_path)[0]["error"]
-
-
-async def test_compare_shows_a_regression_per_check_and_criterion_and_the_improvements(tmp_path, make_config,
-                                                                                        fake_llm):
-    good = await play(tmp_path, make_config, fake_llm, GOOD)
-    worse = await play(tmp_path, make_config, fake_llm, WORSE, scores={"tone_concision": {"score": 2, "reason": "x"}},
-                       prompt="Be thorough.")
-    good["id"], worse["id"] = "A", "B"
-    result = compare_runs(good, worse)
-    assert len(result.notes) == 1 and result.notes[0].startswith("the system prompt changed (")
-    assert good["system_prompt"] == "Be brief." and len(good["system_prompt_sha256"]) == 64
-    assert [(c.case, c.what, c.before, c.after) for c in result.code_regressions] == [
-        ("hello", "turn 1 max_chars", "passed", "failed"),
-        ("tip", "turn 1 tools_called[0] math.calculate", "passed", "failed")]
-    assert result.code_regressions[1].detail == "turn 1: tool math.calculate was not called (no tool was called)"
-    judged = [(c.case, c.what, c.before, c.after) for c in result.regressions if not c.code]
-    assert judged == [("hello", "tone_concision", "5.00", "2.00"), ("tip", "tone_concision", "5.00", "2.00")]
-    assert ("tone_concision", 5.0, 2.0) in result.criteria and result.improvements == []
-    lines = render(result)
-    assert lines[-1] == "2 regression(s) in code checks, 0 improvement(s)"
-    assert "  tip  turn 1 tools_called[0] math.calculate: passed → failed  turn 1: tool math.calculate was not " \
-           "called (no tool was called)" in lines
-    assert "  tone_concision: 5.00 → 2.00 (-3.00)" in lines
-
-    back = compare_runs(worse, good)  # the other way: improvements, nothing that exits non-zero
-    assert back.code_regressions == [] and len([c for c in back.improvements if c.code]) == 2
-
-
-def test_compare_counts_a_case_that_could_not_be_played_and_notes_what_changed():
-    def run(model, *, passed, error=None, version=1):
-        check = {"turn": 1, "check": "answered", "passed": passed, "message": "turn 1: no answer: x"}
-        attempt = {"number": 1, "passed": passed, "error": error, "checks": [] if error else [check], "verdicts": []}
-        return {"id": model, "model": model, "judge": {"model": "j", "rubric_version": version},
-                "cases": [{"name": "a", "attempts": [attempt]}, {"name": model, "attempts": []}]}
-
-    result = compare_runs(run("m1", passed=True), run("m2", passed=False, error="RuntimeError: boom", version=2))
-    (change,) = result.code_regressions
-    assert (change.what, change.after, change.detail) == ("turn 1 answered", "no result", "case error: RuntimeError: boom")
-    assert result.only_a == ["m1"] and result.only_b == ["m2"]
-    assert "the rubric changed (v1 → v2): scores are not comparable as is" in result.notes
-    assert "model: m1 → m2" in result.notes and "judge: j (rubric v1) → j (rubric v2)" in result.notes
 
 
 def offline_record(tmp_path) -> dict:

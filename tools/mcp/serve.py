@@ -19,7 +19,7 @@ import socket
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -27,6 +27,9 @@ from bruce.actions.registry import RegisteredTool, ToolRegistry
 from bruce.contracts import ToolCall
 from bruce.turns.scope import TurnScope
 from bruce.values import TurnSource
+
+if TYPE_CHECKING:  # the SDK is imported when a server is built, not with this module
+    from mcp import types
 
 __all__ = ["exposed", "build_server", "serve_stdio", "serve_http", "bearer_only", "bind_loopback"]
 
@@ -75,7 +78,7 @@ def build_server(registry: ToolRegistry, *, trusted: bool, conversation_id: str 
                   "reminders and scheduled jobs.", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def _result(payload: dict[str, Any], *, error: bool) -> Any:
+def _result(payload: dict[str, Any], *, error: bool) -> types.CallToolResult:
     from mcp import types
 
     text = json.dumps(payload, ensure_ascii=False, default=str)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -12,12 +11,11 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
 from tools.mcp_servers.calendar.server import free_busy_days
-from tools.mcp_servers.calendar.store import CalendarStore, Event, NewEvent
+from tools.mcp_servers.calendar.store import Event
 
 REPO = Path(__file__).resolve().parents[4]
 ZONE = ZoneInfo("America/Sao_Paulo")  # UTC-03:00 all year (no DST since 2019)
@@ -159,15 +157,3 @@ def test_free_ranges_follow_the_wall_clock_across_a_dst_change() -> None:
     assert [(r.start, r.end, r.minutes) for r in change_day.free] == [
         ("2026-03-08T00:00-05:00", "2026-03-09T00:00-04:00", 23 * 60)
     ]
-
-
-def test_a_failed_create_writes_none_of_its_events(tmp_path: Path) -> None:
-    store = CalendarStore(tmp_path / "deep" / "cal.db")
-    start = datetime(2030, 1, 10, 13, 0, tzinfo=UTC)
-    good = NewEvent(title="Good", start=start, end=start + timedelta(hours=1))
-    broken = NewEvent(title=None, start=start, end=start + timedelta(hours=1))  # type: ignore[arg-type]
-    with pytest.raises(sqlite3.IntegrityError):
-        store.create([good, broken], now=start)
-    assert store.overlapping(start - timedelta(days=1), start + timedelta(days=1)) == []
-    [(stored, created)] = store.create([good], now=start)
-    assert created and store.create([good], now=start) == [(stored, False)]
