@@ -9,11 +9,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import mcp.client.stdio  # noqa: F401  (see below)
 import pytest
 import yaml
 
 from bruce.cli.main import main
 from tests.tools.mcp.test_bridge import stdio_server
+
+# mcp's stdio client takes ``errlog=sys.stderr`` as a default argument, bound when the module is
+# first imported: imported first inside a test that captures with capsys, every later stdio client
+# in this process (tests/tools/mcp/test_serve.py) would write a server's errors to that test's
+# closed capture and fail to start. Imported here, it binds the session's standard error.
 
 
 def write_config(tmp_path: Path, mcp_servers: dict[str, Any] | None = None) -> Path:
