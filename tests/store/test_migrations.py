@@ -46,7 +46,7 @@ async def test_foreign_keys_are_enforced(tmp_path, clock):
     store = await Store.open(tmp_path / "b.db", clock)
     try:
         with pytest.raises(StoreError, match="FOREIGN KEY"):
-            await store.messages.add_outbound("nobody:1", "hi", turn_id=None)
+            await store.outbound.add("nobody:1", "hi", turn_id=None)
     finally:
         await store.close()
 
