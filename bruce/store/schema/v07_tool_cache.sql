@@ -1,10 +1,4 @@
-"""Schema version 7: the read-tool cache (status ``cached``); job runs skipped over the budget (``over_budget``)."""
 
-from __future__ import annotations
-
-__all__ = ["SCRIPT"]
-
-SCRIPT = """
 -- the read-tool cache: a call answered from memory is audited with status 'cached'
 CREATE TABLE tool_executions_v7 (
     id                  INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -49,4 +43,3 @@ CREATE TABLE job_runs_v7 (
 INSERT INTO job_runs_v7 SELECT * FROM job_runs;
 DROP TABLE job_runs;
 ALTER TABLE job_runs_v7 RENAME TO job_runs;
-"""

@@ -1,10 +1,4 @@
-"""Schema version 10: Long-term memory: facts, their summaries and search index; turns of source ``memory``."""
 
-from __future__ import annotations
-
-__all__ = ["SCRIPT"]
-
-SCRIPT = """
 -- long-term memory (bruce/memory/long_term.py): facts about the owner, and narrative summaries of them;
 -- kept apart from the conversation's history and session summaries
 CREATE TABLE memory_summaries (
@@ -56,4 +50,3 @@ DROP TABLE turns;
 ALTER TABLE turns_v10 RENAME TO turns;
 CREATE INDEX turns_by_conversation ON turns (conversation_id, started_at);
 CREATE INDEX turns_open ON turns (status) WHERE status = 'running';
-"""

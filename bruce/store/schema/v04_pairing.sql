@@ -1,10 +1,4 @@
-"""Schema version 4: Pairing: requests from strangers and the users the owner paired."""
 
-from __future__ import annotations
-
-__all__ = ["SCRIPT"]
-
-SCRIPT = """
 -- pairing: a stranger asks for access with a short code; the owner approves it on the machine
 CREATE TABLE pairing_requests (
     code                TEXT PRIMARY KEY,            -- 8 characters, no look-alikes (0/O, 1/I)
@@ -28,4 +22,3 @@ CREATE TABLE paired_users (
     via                 TEXT,                        -- the pairing code that was approved
     PRIMARY KEY (channel, user_id)
 );
-"""

@@ -1,10 +1,4 @@
-"""Schema version 2: Pending confirmations, idempotency keys and artifacts."""
 
-from __future__ import annotations
-
-__all__ = ["SCRIPT"]
-
-SCRIPT = """
 CREATE TABLE pending_confirmations (
     id                  TEXT PRIMARY KEY,            -- short code the user types or taps
     conversation_id     TEXT NOT NULL REFERENCES conversations(id),
@@ -48,4 +42,3 @@ CREATE TABLE artifacts (
     created_at          TEXT NOT NULL
 );
 CREATE INDEX artifacts_by_conversation ON artifacts (conversation_id, created_at);
-"""

@@ -1,10 +1,4 @@
-"""Schema version 9: MCP: a remote tool's server, and calls made by an MCP client (source ``mcp``)."""
 
-from __future__ import annotations
-
-__all__ = ["SCRIPT"]
-
-SCRIPT = """
 -- MCP: a remote tool's call records the server it went to (``server``; NULL for a built-in
 -- tool), and a call made by an MCP client through ``bruce mcp serve`` has source 'mcp'
 CREATE TABLE tool_executions_v9 (
@@ -33,4 +27,3 @@ DROP TABLE tool_executions;
 ALTER TABLE tool_executions_v9 RENAME TO tool_executions;
 CREATE INDEX tool_executions_by_turn ON tool_executions (turn_id);
 CREATE INDEX tool_executions_by_time ON tool_executions (created_at);
-"""

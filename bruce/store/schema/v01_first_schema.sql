@@ -1,10 +1,4 @@
-"""Schema version 1: The first schema: conversations, messages, session summaries, turns, model calls and tool executions."""
 
-from __future__ import annotations
-
-__all__ = ["SCRIPT"]
-
-SCRIPT = """
 CREATE TABLE conversations (
     id              TEXT PRIMARY KEY,            -- '<channel>:<chat id>'
     channel         TEXT NOT NULL,
@@ -92,4 +86,3 @@ CREATE TABLE tool_executions (
 );
 CREATE INDEX tool_executions_by_turn ON tool_executions (turn_id);
 CREATE INDEX tool_executions_by_time ON tool_executions (created_at);
-"""

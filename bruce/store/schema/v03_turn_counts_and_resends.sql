@@ -1,10 +1,4 @@
-"""Schema version 3: Turns count model calls and may be interrupted; outbound rows remember what was sent; skipped tool calls."""
 
-from __future__ import annotations
-
-__all__ = ["SCRIPT"]
-
-SCRIPT = """
 -- a turn is one exchange: it counts model calls (llm_calls), may be left 'interrupted' by a
 -- stopped process, names the proactive job that started it, and counts unbacked action claims
 CREATE TABLE turns_v3 (
@@ -66,4 +60,3 @@ DROP TABLE tool_executions;
 ALTER TABLE tool_executions_v3 RENAME TO tool_executions;
 CREATE INDEX tool_executions_by_turn ON tool_executions (turn_id);
 CREATE INDEX tool_executions_by_time ON tool_executions (created_at);
-"""

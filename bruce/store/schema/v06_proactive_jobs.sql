@@ -1,10 +1,4 @@
-"""Schema version 6: Proactive jobs and their runs."""
 
-from __future__ import annotations
-
-__all__ = ["SCRIPT"]
-
-SCRIPT = """
 -- proactive jobs: the one record of what is scheduled (APScheduler is re-loaded from it at start-up)
 CREATE TABLE proactive_jobs (
     id                  TEXT PRIMARY KEY,
@@ -47,4 +41,3 @@ CREATE TABLE job_runs (
     lateness_ms         INTEGER,
     UNIQUE (job_id, scheduled_for)
 );
-"""

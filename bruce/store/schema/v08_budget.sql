@@ -1,10 +1,4 @@
-"""Schema version 8: The daily LLM budget: allowances and notices."""
 
-from __future__ import annotations
-
-__all__ = ["SCRIPT"]
-
-SCRIPT = """
 -- the daily LLM budget: spending is summed from llm_calls by time; the owner may raise one day's
 -- budget once (bruce budget allow), and each warning is given once a day
 CREATE INDEX llm_calls_by_time ON llm_calls (created_at);
@@ -21,4 +15,3 @@ CREATE TABLE budget_notices (
     created_at          TEXT NOT NULL,
     PRIMARY KEY (day, level)
 );
-"""
