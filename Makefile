@@ -41,7 +41,7 @@ bench: install-test
 # Every module:  make mutate        One module:  make mutate MODULE=bruce.actions.policy
 # Each mutant runs only the tests that reach the function it changed ([tool.mutmut] in
 # pyproject.toml); MUTATE_JOBS mutants run at a time, at low priority.
-MUTATE_MODULES ?= bruce.actions.policy bruce.actions.registry bruce.turns.agent_loop bruce.turns.prompt bruce.channel bruce.turns.grounding
+MUTATE_MODULES ?= bruce.actions.policy bruce.actions.registry bruce.actions.checks bruce.actions.arguments bruce.turns.agent_loop bruce.turns.prompt bruce.channel bruce.turns.grounding
 MODULE         ?= $(MUTATE_MODULES)
 MUTATE_JOBS    ?= 1
 

@@ -6,15 +6,15 @@ input schema (``invalid_args``), previewed when the model asked for ``dry_run``,
 pending confirmation when policy says the user must decide (``awaiting_confirmation``),
 replayed when an idempotent tool already did exactly this, or run under a time-out (``ok``,
 ``error``, ``timeout``). Every call, whatever its outcome, is one ``tool_executions`` row.
+A contract is checked when it is registered (``checks``); arguments and output are handled by
+``arguments``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import hashlib
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -23,23 +23,15 @@ from zoneinfo import ZoneInfo
 
 import structlog
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, best_match
 
+from bruce.actions.arguments import parse_arguments, readable_output, schema_with_dry_run
+from bruce.actions.checks import check_contract
 from bruce.actions.confirmations import Confirmations, PendingAction
 from bruce.actions.policy import Policy, effective_policy
 from bruce.actions.tool_cache import ToolCache
 from bruce.clock import Clock, utc_iso
 from bruce.config.schema import ToolOverride
-from bruce.contracts import (
-    DryRun,
-    Risk,
-    ToolCall,
-    ToolContext,
-    ToolContract,
-    ToolHandler,
-    ToolResult,
-    default_activity,
-)
+from bruce.contracts import DryRun, ToolCall, ToolContext, ToolContract, ToolHandler, ToolResult, default_activity
 from bruce.errors import ContractError, StoreError, ToolError, ToolInputInvalid
 from bruce.log import Redactor
 from bruce.records import ToolExecutionRecord
@@ -47,7 +39,7 @@ from bruce.store import Store
 from bruce.turns.scope import TurnScope
 from bruce.values import ToolStatus, TurnSource
 
-__all__ = ["ToolRegistry", "RegisteredTool", "check_contract"]
+__all__ = ["RegisteredTool", "ToolRegistry", "idempotency_key"]
 
 log = structlog.get_logger(__name__)
 
@@ -78,125 +70,12 @@ class RegisteredTool:
         return self.validator.schema  # type: ignore[no-any-return]
 
 
-def _name_problems(contract: ToolContract) -> list[str]:
-    problems = []
-    if contract.server is not None:  # a remote tool: its name is the server's, its wire name made safe
-        if not contract.name.startswith(f"mcp.{contract.server}.") or len(contract.name) <= len(contract.server) + 5:
-            problems.append("a remote tool's name must be 'mcp.<server>.<tool>'")
-        if not WIRE_NAME.fullmatch(contract.wire_name):
-            problems.append("a remote tool's wire name must match [a-zA-Z0-9_-]{1,64}")
-        return problems
-    parts = contract.name.split(".")
-    if len(parts) != 2 or not all(p.replace("_", "").isalnum() and p.islower() for p in parts):
-        problems.append("name must be 'domain.verb' in lower case")
-    return problems
-
-
-def _shape_problems(contract: ToolContract) -> list[str]:
-    problems = _name_problems(contract)
-    for field_name in ("description", "category", "side_effects", "audit_event"):
-        if not getattr(contract, field_name).strip():
-            problems.append(f"{field_name} must not be empty")
-    if not contract.failure_modes:
-        problems.append("failure_modes must list at least one failure code")
-    for label, schema in (("input_schema", contract.input_schema), ("output_schema", contract.output_schema)):
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            problems.append(f"{label} is not a valid JSON Schema: {exc.message}")
-    if contract.input_schema.get("type") != "object":
-        problems.append("input_schema must describe an object")
-    properties = contract.input_schema.get("properties")
-    if isinstance(properties, dict) and "dry_run" in properties:
-        problems.append("input_schema must not define dry_run (the registry adds it)")
-    if not isinstance(contract.guideline, str) or contract.guideline != contract.guideline.strip():
-        problems.append("guideline must be text without leading or trailing whitespace")
-    if contract.idempotent and contract.idempotency_window_s <= 0:
-        problems.append("an idempotent tool needs a positive idempotency_window_s")
-    if contract.cache_ttl_s < 0:
-        problems.append("cache_ttl_s must not be negative")
-    return problems
-
-
-def _risk_problems(contract: ToolContract) -> list[str]:
-    problems = []
-    if contract.risk in (Risk.HIGH, Risk.CRITICAL):
-        if contract.side_effects.strip().lower() in ("none", "n/a", "-"):
-            problems.append(f"a {contract.risk} tool must describe its side effects")
-        if contract.autonomous:
-            problems.append(f"a {contract.risk} tool cannot be autonomous")
-        if not contract.confirmation:
-            problems.append(f"a {contract.risk} tool must require confirmation")
-    if contract.risk is Risk.CRITICAL and not contract.step_up:
-        problems.append("a critical tool must require step-up approval")
-    if contract.risk is Risk.FORBIDDEN and contract.autonomous:
-        problems.append("a forbidden tool cannot be autonomous")
-    if contract.cache_ttl_s > 0 and (contract.risk is not Risk.LOW or contract.confirmation
-                                     or not contract.side_effects.strip().lower().startswith("none")):
-        problems.append("cache_ttl_s is only for low-risk, read-only tools (side_effects 'none: ...'): "
-                        "a cached answer must never stand in for an action")
-    return problems
-
-
-def check_contract(contract: ToolContract) -> list[str]:
-    """Every problem with a contract, at once."""
-    return _shape_problems(contract) + _risk_problems(contract)
-
-
 def _json_text(value: Any) -> str:
     """JSON for the audit row, whatever the value (a 5000-digit int, a cycle, a NaN...)."""
     try:
         return json.dumps(value, ensure_ascii=False, default=str)
     except (ValueError, TypeError, RecursionError, OverflowError) as exc:
         return json.dumps({"unserialisable": type(value).__name__, "error": str(exc)[:200]})
-
-
-WIRE_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # what every provider accepts as a function name
-MAX_NESTING = 100  # deeper arguments and results are refused whatever the stack depth left: no RecursionError later
-
-
-def _too_deep(value: Any, limit: int) -> bool:
-    """Whether lists/dicts nest deeper than ``limit``; iterative, so it cannot recurse itself."""
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list, tuple)):
-            if depth >= limit:
-                return True
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return False
-
-
-def _readable(output: Any, tool_name: str) -> Any:
-    """The tool ran; if its result cannot be put into JSON for the model and the audit, say so
-    instead of failing the turn (and never pretend the action did not happen)."""
-    try:  # first, so that a cycle is named as one rather than as endless nesting
-        json.dumps(output, ensure_ascii=False, default=str)
-        if not _too_deep(output, MAX_NESTING):
-            return output
-        error, reason = "too_deep", f"nested more than {MAX_NESTING} levels"
-    except (ValueError, TypeError, RecursionError, OverflowError) as exc:
-        error, reason = type(exc).__name__, str(exc)[:200]
-    log.warning("tool.result_unserialisable", tool=tool_name, error=error)
-    return {"result_unavailable": f"{tool_name} ran, but its result cannot be shown ({reason})."}
-
-
-def _with_dry_run(contract: ToolContract) -> dict[str, Any]:
-    schema = copy.deepcopy(contract.input_schema)
-    if contract.dry_run is not DryRun.NONE:
-        schema.setdefault("properties", {})["dry_run"] = {
-            "type": "boolean",
-            "description": "true: validate and preview what would happen, without doing it",
-        }
-    return schema
-
-
-def _schema_message(validator: Draft202012Validator, arguments: Any) -> str | None:
-    error = best_match(validator.iter_errors(arguments))
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path)
-    return f"{where}: {error.message}" if where else error.message
 
 
 def idempotency_key(tool_name: str, conversation_id: str | None, arguments: Mapping[str, Any]) -> str:
@@ -248,7 +127,7 @@ class ToolRegistry:
         if problems:
             raise ContractError(f"tool {contract.name}: " + "; ".join(problems))
         policy = effective_policy(contract, self._overrides.get(contract.name))
-        validator = Draft202012Validator(_with_dry_run(contract))
+        validator = Draft202012Validator(schema_with_dry_run(contract))
         self._tools[contract.wire_name] = RegisteredTool(contract, handler, validator, policy, unavailable)
         self._by_name[contract.name] = contract.wire_name
 
@@ -318,17 +197,11 @@ class ToolRegistry:
             result = ToolResult(call.id, call.name, ToolStatus.UNKNOWN_TOOL,
                                 error=f"There is no tool named {call.name!r}. Available tools: {known}.")
             return await self._audit(call, scope, None, call.arguments, result, started)
-        refusal = tool.policy.refusal or (
-            None if scope.allows(tool.contract) else NOT_IN_TURN_MESSAGE.format(name=tool.contract.name))
-        if refusal:
-            result = ToolResult(call.id, call.name, ToolStatus.DENIED, error=refusal)
-            return await self._audit(call, scope, tool, call.arguments, result, started)
-        down = tool.unavailable() if tool.unavailable is not None else None
-        if down is not None:
-            result = ToolResult(call.id, call.name, ToolStatus.ERROR, error=f"unavailable: {down}")
-            return await self._audit(call, scope, tool, call.arguments, result, started)
+        refused = self._refused(call, tool, scope)
+        if refused is not None:
+            return await self._audit(call, scope, tool, call.arguments, refused, started)
         try:
-            arguments = self._parse_arguments(call.arguments, tool)
+            arguments = parse_arguments(call.arguments, tool.validator, tool.contract)
         except ToolInputInvalid as exc:
             result = ToolResult(call.id, call.name, ToolStatus.INVALID_ARGS, error=str(exc))
             return await self._audit(call, scope, tool, call.arguments, result, started)
@@ -352,6 +225,17 @@ class ToolRegistry:
             return await self._cached(call, tool, arguments, scope, started)
         result, key = await self._run_once(call, tool, arguments, scope)
         return await self._audit(call, scope, tool, arguments, result, started, key=key)
+
+    def _refused(self, call: ToolCall, tool: RegisteredTool, scope: TurnScope) -> ToolResult | None:
+        """Denied (by policy, or not in this turn), or unavailable (its MCP server is down), or None."""
+        refusal = tool.policy.refusal or (
+            None if scope.allows(tool.contract) else NOT_IN_TURN_MESSAGE.format(name=tool.contract.name))
+        if refusal:
+            return ToolResult(call.id, call.name, ToolStatus.DENIED, error=refusal)
+        down = tool.unavailable() if tool.unavailable is not None else None
+        if down is not None:
+            return ToolResult(call.id, call.name, ToolStatus.ERROR, error=f"unavailable: {down}")
+        return None
 
     def _asks_this_time(self, contract: ToolContract, arguments: dict[str, Any], scope: TurnScope) -> bool:
         """A tool that needs the user's yes for this call only: an argument its contract names
@@ -417,26 +301,6 @@ class ToolRegistry:
             "conflict: what this would do has changed since it was approved (the preview differs now), "
             "so nothing was done. Ask again to see the new preview."))
 
-    def _parse_arguments(self, raw: str, tool: RegisteredTool) -> dict[str, Any]:
-        try:
-            arguments = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ToolInputInvalid(f"arguments are not valid JSON: {exc.msg} at position {exc.pos}") from None
-        except RecursionError:
-            raise ToolInputInvalid("arguments are nested too deeply") from None
-        if _too_deep(arguments, MAX_NESTING):
-            raise ToolInputInvalid(f"arguments are nested too deeply (more than {MAX_NESTING} levels)")
-        problem = _schema_message(tool.validator, arguments)
-        if problem:
-            raise ToolInputInvalid(f"arguments do not match the schema of {tool.contract.wire_name}: {problem}")
-        if "dry_run" in arguments and tool.contract.dry_run is DryRun.NONE:
-            # a loose schema (additionalProperties allowed) must not turn dry_run into a way around
-            # confirmation for a tool that cannot preview
-            raise ToolInputInvalid(f"{tool.contract.wire_name} has no dry run; call it without dry_run")
-        if not isinstance(arguments, dict):  # the schema says object; this keeps the type honest
-            raise ToolInputInvalid(f"arguments of {tool.contract.wire_name} must be a JSON object")
-        return arguments
-
     async def _park(self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope) -> ToolResult:
         preview = None
         if tool.contract.dry_run is DryRun.REQUIRED:
@@ -495,7 +359,7 @@ class ToolRegistry:
             log.exception("tool.crashed", tool=tool.contract.name)
             return ToolResult(call.id, call.name, ToolStatus.ERROR,
                               error=f"internal_error: the tool failed unexpectedly ({type(exc).__name__}).")
-        return ToolResult(call.id, call.name, ToolStatus.OK, output=_readable(output, tool.contract.name))
+        return ToolResult(call.id, call.name, ToolStatus.OK, output=readable_output(output, tool.contract.name))
 
     # audit ----------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ def check_config(config: Config, *, source: str | None = None) -> None:
     """Everything start-up refuses about the tool set, checked from the contracts alone (no
     database is opened): each contract is complete and consistent, no two share a name, and
     ``tools.overrides`` names only tools that exist. Raises ConfigError naming each problem."""
-    from bruce.actions.registry import check_contract
+    from bruce.actions.checks import check_contract
     from bruce.app import tool_set
 
     try:

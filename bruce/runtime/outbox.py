@@ -60,7 +60,7 @@ class OutboxSettings:
 class Outbox:
     def __init__(self, *, store: Store, channels: Mapping[str, Channel], clock: Clock,
                  settings: OutboxSettings | None = None) -> None:
-        self._messages = store.messages
+        self._outbound = store.outbound
         self._channels = channels
         self._clock = clock
         self._settings = settings or OutboxSettings()
@@ -75,14 +75,14 @@ class Outbox:
         inbound_id: int | None = None, inbound_status: MessageStatus = MessageStatus.DONE,
     ) -> int:
         """Store a reply (closing ``inbound_id`` in the same transaction), then send it."""
-        reply_id = await asyncio.shield(self._messages.add_outbound(
+        reply_id = await asyncio.shield(self._outbound.add(
             conversation_id, text, turn_id=turn_id, kind=kind, inbound_id=inbound_id, inbound_status=inbound_status))
         await self.flush(conversation_id)
         return reply_id
 
     async def post_confirmation(self, conversation_id: str, request: ConfirmationRequest) -> int:
         """Store an approval request with what its buttons need, then send it after what was queued before."""
-        row_id = await asyncio.shield(self._messages.add_outbound(
+        row_id = await asyncio.shield(self._outbound.add(
             conversation_id, f"approval request {request.id}: {request.tool_name}", turn_id=None,
             kind=MessageKind.NOTICE, payload_kind=PayloadKind.CONFIRMATION, payload=_confirmation_json(request)))
         await self.flush(conversation_id)
@@ -90,7 +90,7 @@ class Outbox:
 
     async def post_file(self, conversation_id: str, path: Path, caption: str | None = None) -> int:
         """Store a file to send (its path and caption), then send it after what was queued before."""
-        row_id = await asyncio.shield(self._messages.add_outbound(
+        row_id = await asyncio.shield(self._outbound.add(
             conversation_id, f"file {path.name}", turn_id=None, kind=MessageKind.NOTICE,
             payload_kind=PayloadKind.FILE, payload=json.dumps({"path": str(path), "caption": caption})))
         await self.flush(conversation_id)
@@ -106,7 +106,7 @@ class Outbox:
             return
         try:
             async with self._locks.setdefault(conversation_id, asyncio.Lock()):
-                for message in await self._messages.unsent(conversation_id):
+                for message in await self._outbound.unsent(conversation_id):
                     if await self._give_up(message):
                         continue
                     failure = await self._due(message) or await self._send(channel, conversation.chat_id, message)
@@ -125,14 +125,14 @@ class Outbox:
         age = self._clock.now() - parse_iso(message.created_at)
         if message.status is not MessageStatus.UNSENT or age.total_seconds() <= self._settings.resend_max_age_s:
             return False
-        await self._messages.record_send(message.id, status=MessageStatus.FAILED, parts_sent=message.parts_sent,
+        await self._outbound.record_send(message.id, status=MessageStatus.FAILED, parts_sent=message.parts_sent,
                                          attempts=0, error=message.send_error)
         log.error("outbox.given_up", message_id=message.id, reason=message.send_error)
         return True
 
     async def resend_all(self) -> None:
         """Try every unsent reply of the channels this process serves (start-up and background)."""
-        for conversation_id in await self._messages.conversations_with_unsent():
+        for conversation_id in await self._outbound.conversations_with_unsent():
             if ConversationId.parse(conversation_id).channel in self._channels:
                 await self.flush(conversation_id)
 
@@ -143,7 +143,7 @@ class Outbox:
         except (ValueError, KeyError, TypeError):  # a payload this Bruce cannot read: it never will
             log.exception("outbox.unreadable_payload", message_id=message.id)
             error = ChannelSendError("unreadable payload", retryable=False)
-            await asyncio.shield(self._messages.record_send(
+            await asyncio.shield(self._outbound.record_send(
                 message.id, status=MessageStatus.FAILED, parts_sent=message.parts_sent, attempts=0, error=error.reason))
             return error
         sent, failures = min(message.parts_sent, len(pieces)), 0
@@ -157,13 +157,13 @@ class Outbox:
             else:
                 sent += 1
                 if sent < len(pieces):
-                    await asyncio.shield(self._messages.record_part_sent(message.id, sent))
+                    await asyncio.shield(self._outbound.record_part_sent(message.id, sent))
                 continue
             failures += 1
             delay = self._delay(error, failures)
             if delay is None:
                 final = message.payload_kind is PayloadKind.FILE and not error.retryable
-                await asyncio.shield(self._messages.record_send(
+                await asyncio.shield(self._outbound.record_send(
                     message.id, status=MessageStatus.FAILED if final else MessageStatus.UNSENT, parts_sent=sent,
                     attempts=failures, error=error.reason, retry_at=self._retry_at(error)))
                 log.warning("outbox.file_refused" if final else "outbox.unsent", message_id=message.id,
@@ -171,7 +171,7 @@ class Outbox:
                 return error
             log.info("outbox.retry", message_id=message.id, reason=error.reason, wait_s=delay)
             await self._clock.sleep(delay)
-        await asyncio.shield(self._messages.record_send(
+        await asyncio.shield(self._outbound.record_send(
             message.id, status=MessageStatus.SENT, parts_sent=sent, attempts=failures + 1, error=None))
         return None
 

@@ -35,6 +35,7 @@ class Recovery:
     def __init__(self, *, store: Store, confirmations: Confirmations, outbox: Outbox, clock: Clock, zone: ZoneInfo,
                  served: Collection[str], max_age_s: float) -> None:
         self._messages = store.messages
+        self._outbound = store.outbound
         self._confirmations = confirmations
         self._outbox = outbox
         self._clock = clock
@@ -49,8 +50,8 @@ class Recovery:
         if closed:
             log.info("recovery.turns_interrupted", turns=closed)
         for action in await self._confirmations.interrupted(self._served):
-            await self._messages.add_outbound(action.conversation_id, interrupted_action(action.id, action.tool_name),
-                                              turn_id=None, kind=MessageKind.NOTICE)
+            await self._outbound.add(action.conversation_id, interrupted_action(action.id, action.tool_name),
+                                     turn_id=None, kind=MessageKind.NOTICE)
 
     async def unanswered(self, *, up_to_id: int) -> list[StoredMessage]:
         """Close what cannot be answered again; return the pending messages to answer now."""

@@ -107,8 +107,8 @@ class Worker:
         limit = self._settings.max_message_chars
         if len(message.text) > limit:
             log.info("worker.message_too_long", conversation=cid, chars=len(message.text))
-            await self._store.messages.add_outbound(cid, message_too_long(len(message.text), limit), turn_id=None,
-                                                    kind=MessageKind.NOTICE)
+            await self._store.outbound.add(cid, message_too_long(len(message.text), limit), turn_id=None,
+                                           kind=MessageKind.NOTICE)
             self._spawn(self._outbox.flush(cid), f"outbox:{cid}")  # the channel is not kept waiting
             return None
         admission = self._admit(message)
@@ -126,8 +126,8 @@ class Worker:
             log.warning("worker.rate_limited", conversation=cid, sender=message.sender_id, message_id=message_id,
                         retry_at=utc_iso(admission.retry_at) if admission.retry_at else None)
             if admission.notify and admission.retry_at is not None:
-                await self._store.messages.add_outbound(cid, rate_limited(admission.retry_at, self._zone),
-                                                        turn_id=None, kind=MessageKind.NOTICE)
+                await self._store.outbound.add(cid, rate_limited(admission.retry_at, self._zone),
+                                               turn_id=None, kind=MessageKind.NOTICE)
                 self._spawn(self._outbox.flush(cid), f"outbox:{cid}")
             return None
         if not self._accepting:  # shutting down: kept pending, answered at the next start

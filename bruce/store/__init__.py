@@ -1,5 +1,6 @@
 """The one database, by concern: ``Store.open(path, clock)`` gives one connection and one write
-lock shared by ``messages`` (conversations, messages, summaries, turns), ``audit`` (llm_calls,
+lock shared by ``messages`` (conversations, messages, summaries, turns), ``outbound`` (the
+outbox's rows: outbound messages to send, and how far each got), ``audit`` (llm_calls,
 tool_executions, idempotency keys), ``confirmations``, ``artifacts`` and ``pairing``
 (pairing_requests, paired_users), ``jobs`` (proactive_jobs, job_runs), ``usage`` (sums over
 llm_calls; budget_allowances, budget_notices), ``memory`` (facts, summaries, their search
@@ -18,6 +19,7 @@ from bruce.store.database import Database
 from bruce.store.jobs import JobStore
 from bruce.store.memory import MemoryStore
 from bruce.store.messages import MessageStore
+from bruce.store.outbound import OutboundStore
 from bruce.store.pairing import PairingStore
 from bruce.store.stats import StatsStore
 from bruce.store.usage import UsageStore
@@ -29,6 +31,7 @@ class Store:
     def __init__(self, database: Database) -> None:
         self.database = database
         self.messages = MessageStore(database)
+        self.outbound = OutboundStore(database)
         self.audit = AuditStore(database)
         self.confirmations = ConfirmationStore(database)
         self.artifacts = ArtifactStore(database)

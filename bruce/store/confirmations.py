@@ -8,7 +8,7 @@ from typing import Any
 
 from bruce.records import ConfirmationRecord
 from bruce.store.database import Database
-from bruce.store.messages import insert_outbound
+from bruce.store.outbound import insert_outbound
 from bruce.store.rows import from_row, to_json
 from bruce.values import ConfirmationState, DecidedVia, MessageKind
 

@@ -1,4 +1,4 @@
-"""Conversations, their messages, session summaries and turns."""
+"""Conversations, their messages, session summaries and turns (the outbox's rows: ``outbound``)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,12 @@ from collections.abc import Collection, Sequence
 
 from bruce.records import ActedTool, StoredMessage, StoredTurn, Summary, TurnView
 from bruce.store.database import Database
+from bruce.store.message_rows import MESSAGE_COLUMNS, close_inbound
+from bruce.store.outbound import insert_outbound
 from bruce.store.rows import from_row
-from bruce.values import Direction, MessageKind, MessageStatus, PayloadKind, ToolStatus, TurnSource, TurnStatus
+from bruce.values import Direction, MessageKind, MessageStatus, ToolStatus, TurnSource, TurnStatus
 
-__all__ = ["MessageStore", "insert_outbound"]
-
-_COLUMNS = (
-    "id, conversation_id, direction, role, kind, sender_id, text, platform_message_id, status, created_at,"
-    " turn_id, parts_sent, send_attempts, send_error, retry_at, payload_kind, payload"
-)
+__all__ = ["MessageStore"]
 
 
 def _in_conversation(alias: str) -> str:
@@ -27,32 +24,8 @@ def _in_conversation(alias: str) -> str:
 
 
 _IN_CONVERSATION = _in_conversation("")
-_UNSENT = "direction = 'out' AND status IN ('pending', 'unsent')"
-_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
 _IN_CONVERSATION_M = _in_conversation("m.")
-
-
-def insert_outbound(
-    db: sqlite3.Connection, *, now: str, conversation_id: str, text: str, turn_id: str | None, kind: MessageKind,
-    payload_kind: PayloadKind = PayloadKind.TEXT, payload: str | None = None,
-) -> int:
-    """The one way an outbound row (a reply, an approval request, a file) is written: pending,
-    for the outbox to send (inside ``Database.write``)."""
-    cur = db.execute(
-        "INSERT INTO messages (conversation_id, direction, role, kind, text, turn_id, status,"
-        " created_at, updated_at, payload_kind, payload) VALUES (?, 'out', 'assistant', ?, ?, ?, 'pending', ?, ?, ?, ?)",
-        (conversation_id, str(kind), text, turn_id, now, now, str(payload_kind), payload),
-    )
-    return int(cur.lastrowid or 0)
-
-
-def _close_inbound(
-    db: sqlite3.Connection, *, now: str, inbound_id: int, status: MessageStatus, turn_id: str | None,
-) -> None:
-    db.execute(
-        "UPDATE messages SET status = ?, updated_at = ?, turn_id = COALESCE(?, turn_id) WHERE id = ?",
-        (str(status), now, turn_id, inbound_id),
-    )
 
 
 def _session_start(db: sqlite3.Connection, conversation_id: str) -> int:
@@ -139,25 +112,6 @@ class MessageStore:
         assert row is not None
         return int(row["id"]), False
 
-    async def add_outbound(
-        self, conversation_id: str, text: str, *, turn_id: str | None, kind: MessageKind = MessageKind.CHAT,
-        inbound_id: int | None = None, inbound_status: MessageStatus = MessageStatus.DONE,
-        payload_kind: PayloadKind = PayloadKind.TEXT, payload: str | None = None,
-    ) -> int:
-        """Store a reply (or, with ``payload_kind``, an approval request or a file) as pending, to
-        be sent. With ``inbound_id``, the message it answers is closed in the same transaction: a
-        crash can neither lose the reply nor answer twice."""
-        now = self._db.now()
-
-        def work(db: sqlite3.Connection) -> int:
-            reply_id = insert_outbound(db, now=now, conversation_id=conversation_id, text=text, turn_id=turn_id,
-                                       kind=kind, payload_kind=payload_kind, payload=payload)
-            if inbound_id is not None:
-                _close_inbound(db, now=now, inbound_id=inbound_id, status=inbound_status, turn_id=turn_id)
-            return reply_id
-
-        return await self._db.write(work)
-
     async def set_status(self, message_id: int, status: MessageStatus, *, turn_id: str | None = None) -> None:
         await self._db.execute(
             "UPDATE messages SET status = ?, updated_at = ?, turn_id = COALESCE(?, turn_id) WHERE id = ?",
@@ -165,7 +119,7 @@ class MessageStore:
         )
 
     async def get(self, message_id: int) -> StoredMessage | None:
-        row = await self._db.row(f"SELECT {_COLUMNS} FROM messages WHERE id = ?", (message_id,))
+        row = await self._db.row(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,))
         return from_row(StoredMessage, row) if row else None
 
     async def turn_view(self, conversation_id: str, *, limit: int, inbound_id: int | None = None) -> TurnView:
@@ -206,7 +160,7 @@ class MessageStore:
             summary = _latest_summary(db, conversation_id)
             after = max(summary.up_to_message_id if summary else 0, _session_start(db, conversation_id))
             rows = db.execute(
-                f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND id > ?"
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND id > ?"
                 f" AND {_IN_CONVERSATION} AND status != 'pending'"
                 " AND id < COALESCE((SELECT MIN(id) FROM messages WHERE conversation_id = ? AND direction = 'in'"
                 " AND status = 'pending'), 9223372036854775807)"
@@ -220,40 +174,10 @@ class MessageStore:
     async def with_status(self, direction: Direction, status: MessageStatus, *, up_to_id: int) -> list[StoredMessage]:
         """E.g. (IN, PENDING): messages a crash left unanswered."""
         rows = await self._db.rows(
-            f"SELECT {_COLUMNS} FROM messages WHERE direction = ? AND status = ? AND id <= ? ORDER BY id",
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE direction = ? AND status = ? AND id <= ? ORDER BY id",
             (str(direction), str(status), up_to_id),
         )
         return [from_row(StoredMessage, r) for r in rows]
-
-    # the outbox's view ------------------------------------------------------------------
-
-    async def unsent(self, conversation_id: str) -> list[StoredMessage]:
-        """Outbound rows of this conversation (replies, approval requests, files) not (completely)
-        sent yet, oldest first."""
-        rows = await self._db.rows(
-            f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND {_UNSENT} ORDER BY id",
-            (conversation_id,),
-        )
-        return [from_row(StoredMessage, r) for r in rows]
-
-    async def conversations_with_unsent(self) -> list[str]:
-        rows = await self._db.rows(f"SELECT DISTINCT conversation_id FROM messages WHERE {_UNSENT} ORDER BY id")
-        return [str(r["conversation_id"]) for r in rows]
-
-    async def record_send(
-        self, message_id: int, *, status: MessageStatus, parts_sent: int, attempts: int, error: str | None,
-        retry_at: str | None = None,
-    ) -> None:
-        await self._db.execute(
-            "UPDATE messages SET status = ?, parts_sent = ?, send_attempts = send_attempts + ?, send_error = ?,"
-            " retry_at = ?, updated_at = ? WHERE id = ?",
-            (str(status), parts_sent, attempts, error, retry_at, self._db.now(), message_id),
-        )
-
-    async def record_part_sent(self, message_id: int, parts_sent: int) -> None:
-        """A piece went out: remembered at once, so a resend never repeats it."""
-        await self._db.execute("UPDATE messages SET parts_sent = ?, updated_at = ? WHERE id = ?",
-                               (parts_sent, self._db.now(), message_id))
 
     # summaries -----------------------------------------------------------------------------
 
@@ -305,7 +229,7 @@ class MessageStore:
             reply_id = insert_outbound(db, now=now, conversation_id=conversation_id, text=reply, turn_id=turn_id,
                                        kind=MessageKind.NOTICE if failed else MessageKind.CHAT)
             if inbound_id is not None:
-                _close_inbound(db, now=now, inbound_id=inbound_id, turn_id=turn_id,
+                close_inbound(db, now=now, inbound_id=inbound_id, turn_id=turn_id,
                                status=MessageStatus.FAILED if failed else MessageStatus.DONE)
             db.execute(
                 "UPDATE turns SET status = ?, llm_calls = ?, tool_calls = ?, hit_ceiling = ?, stopped_repeat = ?,"
@@ -331,7 +255,7 @@ class MessageStore:
 
     async def inbound_by_platform_id(self, conversation_id: str, platform_message_id: str) -> StoredMessage | None:
         """The user's message the platform named so (its redeliveries are stored once)."""
-        row = await self._db.row(f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND direction = 'in'"
+        row = await self._db.row(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND direction = 'in'"
                                  " AND platform_message_id = ?", (conversation_id, platform_message_id))
         return from_row(StoredMessage, row) if row else None
 
@@ -346,7 +270,7 @@ class MessageStore:
         if not turn_ids:
             return []
         marks = ", ".join("?" * len(turn_ids))
-        rows = await self._db.rows(f"SELECT {_COLUMNS} FROM messages WHERE direction = 'out'"
+        rows = await self._db.rows(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE direction = 'out'"
                                    f" AND turn_id IN ({marks}) ORDER BY id", tuple(turn_ids))
         return [from_row(StoredMessage, r) for r in rows]
 
@@ -354,7 +278,7 @@ class MessageStore:
         """The conversation's outbound text messages stored after ``message_id``, oldest first (a
         command's notice or a refusal is stored without a turn; approval requests and files are
         not text)."""
-        rows = await self._db.rows(f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND direction = 'out'"
+        rows = await self._db.rows(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND direction = 'out'"
                                    " AND payload_kind = 'text' AND id > ? ORDER BY id", (conversation_id, message_id))
         return [from_row(StoredMessage, r) for r in rows]
 
@@ -383,7 +307,7 @@ class MessageStore:
         """The last ``limit`` text messages of a conversation, of every kind and status, oldest
         first (what the web chat shows when it opens; approval requests and files are not lines)."""
         rows = await self._db.rows(
-            f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? AND payload_kind = 'text'"
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND payload_kind = 'text'"
             " ORDER BY id DESC LIMIT ?",
             (conversation_id, limit))
         return [from_row(StoredMessage, r) for r in reversed(rows)]

@@ -80,7 +80,7 @@ class Decisions:
                 confirmation_id.lower(), conversation_id=conversation_id, user_id=user_id, approve=approve)
         report = DecisionReport(decision.outcome, _decision_text(decision, confirmation_id))
         if decision.outcome is DecisionOutcome.DENIED:  # the conversation keeps the record; sent by the caller
-            await self._store.messages.add_outbound(conversation_id, report.text, turn_id=None)
+            await self._store.outbound.add(conversation_id, report.text, turn_id=None)
         approved = decision.outcome is DecisionOutcome.APPROVED
         return report, decision.action if approved else None
 

@@ -196,53 +196,6 @@ async def test_a_result_too_large_to_serialise_keeps_the_turn_and_names_what_act
     assert [r["status"] for r in await rows(app, "SELECT status FROM turns WHERE source='chat'")] == ["ok"]
 
 
-# every contract problem, word for word (docs/tools.md, "Tool contract") -------------------------
-
-CRITICAL_OK = dict(autonomous=False, confirmation=True, step_up=True, side_effects="deletes the file")
-
-
-@pytest.mark.parametrize("overrides, problems", [
-    (dict(name="a.b.c"), ["name must be 'domain.verb' in lower case"]),
-    (dict(name="clock.n-w"), ["name must be 'domain.verb' in lower case"]),
-    (dict(name="Clock.now"), ["name must be 'domain.verb' in lower case"]),
-    (dict(name="clock.time_now"), []),
-    (dict(description=" ", category="", audit_event="\n"),
-     ["description must not be empty", "category must not be empty", "audit_event must not be empty"]),
-    (dict(side_effects=""), ["side_effects must not be empty"]),
-    (dict(failure_modes=()), ["failure_modes must list at least one failure code"]),
-    (dict(input_schema={"type": "object", "properties": 3}),
-     ["input_schema is not a valid JSON Schema: 3 is not of type 'object'"]),
-    (dict(output_schema={"type": "nothing"}),
-     ["output_schema is not a valid JSON Schema: 'nothing' is not valid under any of the given schemas"]),
-    (dict(input_schema={"type": "array"}), ["input_schema must describe an object"]),
-    (dict(input_schema={"type": "object", "properties": {"dry_run": {"type": "boolean"}}}),
-     ["input_schema must not define dry_run (the registry adds it)"]),
-    (dict(idempotent=True, idempotency_window_s=0), ["an idempotent tool needs a positive idempotency_window_s"]),
-    (dict(idempotent=True, idempotency_window_s=1), []),
-])
-def test_each_contract_problem_is_named(overrides, problems):
-    from bruce.actions.registry import check_contract
-
-    overrides = dict(overrides)
-    assert check_contract(contract(overrides.pop("name", "test.act"), **overrides)) == problems
-
-
-@pytest.mark.parametrize("risk, overrides, problems", [
-    (Risk.HIGH, dict(side_effects="n/a"), ["a high tool must describe its side effects"]),
-    (Risk.HIGH, dict(side_effects=" - "), ["a high tool must describe its side effects"]),
-    (Risk.HIGH, dict(side_effects="None"), ["a high tool must describe its side effects"]),
-    (Risk.HIGH, dict(side_effects="writes a file", autonomous=True, confirmation=False),
-     ["a high tool cannot be autonomous", "a high tool must require confirmation"]),
-    (Risk.CRITICAL, dict(CRITICAL_OK, step_up=False), ["a critical tool must require step-up approval"]),
-    (Risk.CRITICAL, CRITICAL_OK, []),
-    (Risk.FORBIDDEN, dict(autonomous=True), ["a forbidden tool cannot be autonomous"]),
-])
-def test_each_risk_problem_is_named(risk, overrides, problems):
-    from bruce.actions.registry import check_contract
-
-    assert check_contract(contract("test.act", risk, **overrides)) == problems
-
-
 def test_the_idempotency_key_format_stays_what_earlier_versions_stored():
     """Keys are persisted; a changed format would run again, after an upgrade, a call made
     just before it. The format: sha256 of name NUL conversation NUL compact sorted JSON, 32 hex."""

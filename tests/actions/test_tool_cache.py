@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from bruce.actions.registry import check_contract
+from bruce.actions.checks import check_contract
 from bruce.actions.tool_cache import ToolCache
 from bruce.contracts import Risk, contract_from_dict
 from bruce.errors import ContractError

@@ -243,7 +243,7 @@ async def test_old_pending_message_gets_an_apology_not_an_answer(make_config, ap
 async def test_stored_but_unsent_reply_is_sent_after_a_restart(make_config, app_factory, clock, channel):
     config = make_config()
     async with previous_life(config, clock) as store:
-        await store.messages.add_outbound("test:c1", "Your answer, delayed.", turn_id=None)
+        await store.outbound.add("test:c1", "Your answer, delayed.", turn_id=None)
 
     app = await app_factory(config)
     assert channel.texts() == ["Your answer, delayed."]

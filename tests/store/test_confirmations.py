@@ -61,7 +61,7 @@ async def test_finishing_records_the_result_and_stores_its_report_closing_the_de
     assert report is not None
     found = await store.confirmations.get("c1")
     assert found is not None and (found.status, found.result) == (ConfirmationState.EXECUTED, '{"status": 200}')
-    (pending,) = await store.messages.unsent(CONV)
+    (pending,) = await store.outbound.unsent(CONV)
     assert (pending.id, pending.text) == (report, "Posted.")
     assert (await store.messages.get(decision)).status is MessageStatus.DONE  # type: ignore[union-attr]
 
@@ -71,4 +71,4 @@ async def test_finishing_without_a_report_stores_no_message(store):
     assert await store.confirmations.finish("c1", status=ConfirmationState.FAILED, result="it broke") is None
     found = await store.confirmations.get("c1")
     assert found is not None and (found.status, found.result) == (ConfirmationState.FAILED, "it broke")
-    assert await store.messages.unsent(CONV) == []
+    assert await store.outbound.unsent(CONV) == []

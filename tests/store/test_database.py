@@ -30,7 +30,7 @@ async def test_closing_waits_for_a_write_under_way(tmp_path, clock):
     path = tmp_path / "b.db"
     store = await Store.open(path, clock)
     await store.messages.ensure_conversation("test:1", "test", "1")
-    writes = [asyncio.ensure_future(store.messages.add_outbound("test:1", f"reply {i}", turn_id=None))
+    writes = [asyncio.ensure_future(store.outbound.add("test:1", f"reply {i}", turn_id=None))
               for i in range(20)]
     await asyncio.sleep(0)
     await store.close()
@@ -90,7 +90,7 @@ async def test_a_write_whose_caller_is_cancelled_lands_whole(tmp_path, clock):
     await store.messages.ensure_conversation("test:1", "test", "1")
     ids = [(await store.messages.add_inbound("test:1", sender_id="u", text=f"m{i}", platform_message_id=f"p{i}"))[0]
            for i in range(30)]
-    writes = [asyncio.ensure_future(store.messages.add_outbound("test:1", f"reply {i}", turn_id=None, inbound_id=m))
+    writes = [asyncio.ensure_future(store.outbound.add("test:1", f"reply {i}", turn_id=None, inbound_id=m))
               for i, m in enumerate(ids)]
     for delay, write in enumerate(writes):
         if delay % 3:
@@ -110,7 +110,7 @@ async def test_several_reads_in_one_trip_see_one_conversation(tmp_path, clock):
     store = await Store.open(path, clock)
     await store.messages.ensure_conversation("test:1", "test", "1")
     first, _ = await store.messages.add_inbound("test:1", sender_id="u", text="one", platform_message_id="p1")
-    await store.messages.add_outbound("test:1", "reply one", turn_id=None, inbound_id=first)
+    await store.outbound.add("test:1", "reply one", turn_id=None, inbound_id=first)
     await store.messages.add_summary("test:1", "they said one", up_to_message_id=first)
     second, _ = await store.messages.add_inbound("test:1", sender_id="u", text="two", platform_message_id="p2")
     view = await store.messages.turn_view("test:1", limit=10, inbound_id=second)

@@ -150,12 +150,12 @@ async def test_what_a_run_left_behind_its_reply_its_tools_its_turn(store):
 
 async def test_unsent_runs_whose_message_went_out_since_are_delivered(store):
     await a_stored_job(store)
-    reply = await store.messages.add_outbound("test:c1", "Call Ana.", turn_id=None)
+    reply = await store.outbound.add("test:c1", "Call Ana.", turn_id=None)
     run_id = await store.jobs.claim_run("j1", "T1", lateness_ms=0)
     assert run_id is not None
     await store.jobs.finish_run(run_id, status=JobRunStatus.UNSENT, message_id=reply, error="down")
     assert await store.jobs.mark_sent_runs() == 0
-    await store.messages.record_send(reply, status=MessageStatus.SENT, parts_sent=1, attempts=1, error=None)
+    await store.outbound.record_send(reply, status=MessageStatus.SENT, parts_sent=1, attempts=1, error=None)
     assert await store.jobs.mark_sent_runs() == 1
     run = await store.jobs.run_for("j1", "T1")
     assert run is not None and (run.status, run.error) == (JobRunStatus.DELIVERED, None)

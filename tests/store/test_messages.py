@@ -1,6 +1,6 @@
 """Conversations, messages, session summaries and turns: a message stored once however often
-the platform delivers it, a reply and the message it answers closed together, what a turn sees,
-what the outbox still has to send, and how turns end."""
+the platform delivers it, what a turn sees, and how turns end (the outbox's rows:
+test_outbound.py)."""
 
 from __future__ import annotations
 
@@ -30,22 +30,12 @@ async def test_a_redelivered_platform_message_is_the_stored_one(store):
     assert await store.messages.max_id() == first
 
 
-async def test_a_reply_closes_the_message_it_answers(store):
-    asked = await inbound(store, "hi")
-    reply = await store.messages.add_outbound(CONV, "hello", turn_id=None, inbound_id=asked)
-    stored = await store.messages.get(reply)
-    assert stored is not None and (stored.direction, stored.kind, stored.status, stored.role) == (
-        Direction.OUT, MessageKind.CHAT, MessageStatus.PENDING, "assistant")
-    assert (await store.messages.get(asked)).status is MessageStatus.DONE  # type: ignore[union-attr]
-    assert await store.messages.get(999) is None
-
-
 async def test_what_a_turn_sees_starts_after_the_summary_and_the_session_start(store):
     one = await inbound(store, "one")
-    await store.messages.add_outbound(CONV, "reply one", turn_id=None, inbound_id=one)
+    await store.outbound.add(CONV, "reply one", turn_id=None, inbound_id=one)
     two = await inbound(store, "two")
-    await store.messages.add_outbound(CONV, "reply two", turn_id=None, inbound_id=two)
-    await store.messages.add_outbound(CONV, "sorry", turn_id=None, kind=MessageKind.NOTICE)  # not the model's
+    await store.outbound.add(CONV, "reply two", turn_id=None, inbound_id=two)
+    await store.outbound.add(CONV, "sorry", turn_id=None, kind=MessageKind.NOTICE)  # not the model's
     three = await inbound(store, "three")
     view = await store.messages.turn_view(CONV, limit=10, inbound_id=three)
     assert view.summary is None and [m.text for m in view.history] == ["one", "reply one", "two", "reply two",
@@ -63,29 +53,11 @@ async def test_to_fold_is_older_than_the_kept_messages_and_than_any_pending_one(
     asked = {}
     for text in ("a", "b", "c"):
         asked[text] = await inbound(store, text)
-        reply = await store.messages.add_outbound(CONV, f"re {text}", turn_id=None, inbound_id=asked[text])
-        await store.messages.record_send(reply, status=MessageStatus.SENT, parts_sent=1, attempts=1, error=None)
+        reply = await store.outbound.add(CONV, f"re {text}", turn_id=None, inbound_id=asked[text])
+        await store.outbound.record_send(reply, status=MessageStatus.SENT, parts_sent=1, attempts=1, error=None)
     assert [m.text for m in await store.messages.to_fold(CONV, keep_last=2)] == ["a", "re a", "b", "re b"]
     await store.messages.set_status(asked["b"], MessageStatus.PENDING)  # "b" waits for its turn again
     assert [m.text for m in await store.messages.to_fold(CONV, keep_last=0)] == ["a", "re a"]
-
-
-async def test_unsent_replies_by_conversation_and_their_send_record(store):
-    await inbound(store, "x", conversation_id="test:2")
-    first = await store.messages.add_outbound("test:2", "one", turn_id=None)
-    second = await store.messages.add_outbound("test:2", "two", turn_id=None)
-    assert await store.messages.conversations_with_unsent() == ["test:2"]
-    await store.messages.record_part_sent(first, 1)
-    await store.messages.record_send(first, status=MessageStatus.SENT, parts_sent=2, attempts=1, error=None)
-    await store.messages.record_send(second, status=MessageStatus.UNSENT, parts_sent=0, attempts=2, error="down",
-                                     retry_at="later")
-    (left,) = await store.messages.unsent("test:2")
-    assert (left.id, left.status, left.send_attempts, left.send_error, left.retry_at) == (
-        second, MessageStatus.UNSENT, 2, "down", "later")
-    sent = await store.messages.get(first)
-    assert sent is not None and (sent.status, sent.parts_sent, sent.send_attempts) == (MessageStatus.SENT, 2, 1)
-    assert [m.id for m in await store.messages.with_status(Direction.OUT, MessageStatus.SENT, up_to_id=first)] == [
-        first]
 
 
 async def test_a_turns_replies_and_the_notices_after_a_message(store, clock):
@@ -103,7 +75,7 @@ async def test_a_turns_replies_and_the_notices_after_a_message(store, clock):
     assert await store.messages.turn_of(asked) == "t2"
     assert [m.id for m in await store.messages.replies_of_turns(["t1", "t2"])] == [reply]
     assert await store.messages.replies_of_turns([]) == []
-    notice = await store.messages.add_outbound(CONV, "a notice", turn_id=None, kind=MessageKind.NOTICE)
+    notice = await store.outbound.add(CONV, "a notice", turn_id=None, kind=MessageKind.NOTICE)
     assert [m.id for m in await store.messages.outbound_after(CONV, asked)] == [reply, notice]
     assert await store.messages.outbound_after(CONV, notice) == []
 
@@ -159,9 +131,9 @@ async def test_the_latest_messages_of_a_conversation_oldest_first(tmp_path, cloc
             await store.messages.ensure_conversation(conversation, conversation.split(":")[0], "x")
         for i in range(3):
             await store.messages.add_inbound("web:owner", sender_id="owner", text=f"q{i}", platform_message_id=None)
-            await store.messages.add_outbound("web:owner", f"a{i}", turn_id=None)
-        await store.messages.add_outbound("web:owner", "over budget", turn_id=None, kind=MessageKind.NOTICE)
-        await store.messages.add_outbound("test:1", "elsewhere", turn_id=None)
+            await store.outbound.add("web:owner", f"a{i}", turn_id=None)
+        await store.outbound.add("web:owner", "over budget", turn_id=None, kind=MessageKind.NOTICE)
+        await store.outbound.add("test:1", "elsewhere", turn_id=None)
         latest = await store.messages.latest("web:owner", limit=4)
         assert [m.text for m in latest] == ["a1", "q2", "a2", "over budget"]
         assert latest[1].direction is Direction.IN and latest[-1].kind is MessageKind.NOTICE

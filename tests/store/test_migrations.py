@@ -9,7 +9,7 @@ import pytest
 
 from bruce.errors import StoreError
 from bruce.store import Store
-from bruce.store.migrations import MIGRATIONS
+from bruce.store.migrations import MIGRATIONS, SCHEMA
 from tests.helpers import db_rows
 
 
@@ -43,7 +43,7 @@ async def test_foreign_keys_are_enforced(tmp_path, clock):
     store = await Store.open(tmp_path / "b.db", clock)
     try:
         with pytest.raises(StoreError, match="FOREIGN KEY"):
-            await store.messages.add_outbound("nobody:1", "hi", turn_id=None)
+            await store.outbound.add("nobody:1", "hi", turn_id=None)
     finally:
         await store.close()
 
@@ -88,3 +88,14 @@ async def test_an_older_database_is_migrated_with_its_data(tmp_path, clock):
     assert db_rows(path, "SELECT tool_name, status, latency_ms FROM tool_executions") == [
         {"tool_name": "clock.now", "status": "ok", "latency_ms": 1.5}]
     assert db_rows(path, "PRAGMA user_version") == [{"user_version": len(MIGRATIONS)}]
+
+
+
+def test_migrations_are_the_schema_files_in_version_order():
+    """Each ``vNN_*.sql`` file is one version, in its place: a gap, a second file for one
+    version or a misnamed file fails here, not on the owner's database."""
+    names = sorted(path.name for path in SCHEMA.iterdir())
+    assert names == [f"v{n:02d}_{name.split('_', 1)[1]}" for n, name in enumerate(names, start=1)]
+    assert all(name.endswith(".sql") for name in names)
+    assert MIGRATIONS == [(SCHEMA / name).read_text(encoding="utf-8") for name in names]
+    assert len(MIGRATIONS) >= 11

@@ -62,9 +62,9 @@ async def test_turns_calls_and_tool_executions_are_counted_by_their_labels(store
 
 
 async def test_unsent_replies_are_the_pending_and_unsent_ones(store):
-    first = await store.messages.add_outbound("test:1", "one", turn_id=None)
-    await store.messages.add_outbound("test:1", "two", turn_id=None)
-    sent = await store.messages.add_outbound("test:1", "three", turn_id=None, kind=MessageKind.NOTICE)
+    first = await store.outbound.add("test:1", "one", turn_id=None)
+    await store.outbound.add("test:1", "two", turn_id=None)
+    sent = await store.outbound.add("test:1", "three", turn_id=None, kind=MessageKind.NOTICE)
     await store.messages.set_status(first, MessageStatus.UNSENT)
     await store.messages.set_status(sent, MessageStatus.SENT)
     assert await store.stats.unsent_replies() == 2

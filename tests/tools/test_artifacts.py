@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from jsonschema import Draft202012Validator
 
-from bruce.actions.registry import check_contract
+from bruce.actions.checks import check_contract
 from bruce.contracts import DryRun, Risk, ToolContext
 from bruce.errors import ToolFailed
 from bruce.store import Store

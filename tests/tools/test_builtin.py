@@ -62,7 +62,7 @@ async def test_math_calculate_refuses_what_is_not_arithmetic(app, expression, co
 
 
 async def test_every_builtin_contract_is_registered_and_consistent(app):
-    from bruce.actions.registry import check_contract
+    from bruce.actions.checks import check_contract
 
     names = {t.contract.name for t in app.registry.tools()}
     assert names == {"artifact.save", "clock.now", "files.write", "http.post", "math.calculate", "memory.forget", "memory.remember", "memory.search",

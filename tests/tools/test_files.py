@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bruce.actions.registry import check_contract
+from bruce.actions.checks import check_contract
 from bruce.contracts import DryRun, Risk, ToolContext
 from bruce.errors import ToolFailed
 from tests.fakes.clock import FakeClock

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from aiohttp import web
 
-from bruce.actions.registry import check_contract
+from bruce.actions.checks import check_contract
 from bruce.contracts import DryRun, Risk, ToolContext
 from bruce.errors import ConfigError, ToolFailed
 from tests.fakes.clock import FakeClock

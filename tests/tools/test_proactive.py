@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from jsonschema import Draft202012Validator
 
-from bruce.actions.registry import check_contract
+from bruce.actions.checks import check_contract
 from bruce.clock import utc_iso
 from bruce.config.loader import parse_config
 from bruce.contracts import Risk, ToolCall, ToolContext, ToolResult

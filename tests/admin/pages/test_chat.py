@@ -26,9 +26,9 @@ async def test_the_page_shows_the_latest_messages_of_the_web_chat(app):
     await store.ensure_conversation("test:c1", "test", "c1")
     for i in range(30):
         await store.add_inbound("web:owner", sender_id="owner", text=f"question {i}", platform_message_id=None)
-        await store.add_outbound("web:owner", f"answer {i}", turn_id=None)
-        await store.add_outbound("test:c1", "not the web chat", turn_id=None)
-    await store.add_outbound("web:owner", "<b>over budget</b>", turn_id=None, kind=MessageKind.NOTICE)
+        await app.store.outbound.add("web:owner", f"answer {i}", turn_id=None)
+        await app.store.outbound.add("test:c1", "not the web chat", turn_id=None)
+    await app.store.outbound.add("web:owner", "<b>over budget</b>", turn_id=None, kind=MessageKind.NOTICE)
 
     async def never(request: web.Request) -> web.Response:
         raise AssertionError("not called")

@@ -347,7 +347,13 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def build_server(store: CalendarStore, zone: ZoneInfo, clock: Callable[[], datetime] = _utc_now) -> MCPServer[Any]:
+_READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+_WRITES_ONCE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+_Clock = Callable[[], datetime]
+
+
+def build_server(store: CalendarStore, zone: ZoneInfo, clock: _Clock = _utc_now) -> MCPServer[Any]:
     """The MCP server with the four calendar.* tools over ``store``, reading and showing times in ``zone``."""
     server = _CalendarServer(
         name="bruce-calendar",
@@ -356,12 +362,18 @@ def build_server(store: CalendarStore, zone: ZoneInfo, clock: Callable[[], datet
             "Check events with calendar.propose_events (saves nothing) before calendar.create_events saves them."
         ),
     )
-    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    _add_free_busy(server, store, zone, clock)
+    _add_list_upcoming(server, store, zone, clock)
+    _add_propose_events(server, store, zone)
+    _add_create_events(server, store, zone, clock)
+    return server
 
+
+def _add_free_busy(server: MCPServer[Any], store: CalendarStore, zone: ZoneInfo, clock: _Clock) -> None:
     @server.tool(
         name="calendar.free_busy",
         description="Busy events and free 30-minute ranges for each day from today, in the calendar's timezone.",
-        annotations=read_only,
+        annotations=_READ_ONLY,
     )
     def free_busy(
         days: Annotated[int, Field(ge=1, le=14, description="How many days, from today.")] = 7,
@@ -375,10 +387,12 @@ def build_server(store: CalendarStore, zone: ZoneInfo, clock: Callable[[], datet
         views = free_busy_days(store.overlapping(now, horizon), zone, now, days, day_start, day_end)
         return FreeBusyResult(timezone=zone.key, now=local_iso(now, zone), slot_minutes=SLOT_MINUTES, days=views)
 
+
+def _add_list_upcoming(server: MCPServer[Any], store: CalendarStore, zone: ZoneInfo, clock: _Clock) -> None:
     @server.tool(
         name="calendar.list_upcoming",
         description="Events that have not ended yet, soonest first, with local times.",
-        annotations=read_only,
+        annotations=_READ_ONLY,
     )
     def list_upcoming(
         days: Annotated[int, Field(ge=1, le=60, description="How many days ahead to look.")] = 7,
@@ -389,10 +403,12 @@ def build_server(store: CalendarStore, zone: ZoneInfo, clock: Callable[[], datet
         events = [_view(e, zone) for e in found[:limit]]
         return UpcomingResult(timezone=zone.key, now=local_iso(now, zone), events=events, more=len(found) > limit)
 
+
+def _add_propose_events(server: MCPServer[Any], store: CalendarStore, zone: ZoneInfo) -> None:
     @server.tool(
         name="calendar.propose_events",
         description="Check events before saving: normalized times and conflicts. Writes nothing to the calendar.",
-        annotations=read_only,
+        annotations=_READ_ONLY,
     )
     def propose_events(events: EventList) -> ProposalResult:
         normalized = normalize_events(events, zone)
@@ -403,15 +419,15 @@ def build_server(store: CalendarStore, zone: ZoneInfo, clock: Callable[[], datet
         ]
         return ProposalResult(saved=False, note=NOTHING_SAVED, events=checked)
 
+
+def _add_create_events(server: MCPServer[Any], store: CalendarStore, zone: ZoneInfo, clock: _Clock) -> None:
     @server.tool(
         name="calendar.create_events",
         description=(
             "Write events to the calendar, all or none. Returns them with their ids; "
             "an identical event (same title, start, end) already saved is returned, not duplicated."
         ),
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-        ),
+        annotations=_WRITES_ONCE,
     )
     def create_events(events: EventList) -> CreateResult:
         normalized = normalize_events(events, zone)
@@ -423,6 +439,3 @@ def build_server(store: CalendarStore, zone: ZoneInfo, clock: Callable[[], datet
         ]
         added = sum(1 for c in created if c.created)
         return CreateResult(added=added, already_saved=len(created) - added, events=created)
-
-    return server
-
