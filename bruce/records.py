@@ -30,7 +30,6 @@ __all__ = [
     "as_dict",
     "StoredLLMCall",
     "StoredToolExecution",
-    "TracedTurn",
     "TracedMessage",
     "TracedReply",
     "TurnTrace",
@@ -381,26 +380,6 @@ class StoredToolExecution:
 
 
 @dataclass(frozen=True, slots=True)
-class TracedTurn:
-    """A ``turns`` row as the audit shows it (columns as stored, for the JSON answers)."""
-
-    id: str
-    conversation_id: str
-    inbound_message_id: int | None
-    source: str
-    status: str
-    llm_calls: int
-    tool_calls: int
-    hit_ceiling: int
-    stopped_repeat: int
-    unbacked_claims: int
-    job_id: str | None
-    error: str | None
-    started_at: str
-    finished_at: str | None
-
-
-@dataclass(frozen=True, slots=True)
 class TracedMessage:
     """The message a turn answered, as its trace shows it."""
 
@@ -425,7 +404,7 @@ class TracedReply:
 class TurnTrace:
     """One turn, the message it answered, its model calls (in order), its tool executions and its replies."""
 
-    turn: TracedTurn
+    turn: StoredTurn
     message: TracedMessage | None
     llm_calls: list[StoredLLMCall]
     tool_executions: list[StoredToolExecution]

@@ -13,10 +13,10 @@ from bruce.records import (
     LLMCallRecord,
     StoredLLMCall,
     StoredToolExecution,
+    StoredTurn,
     ToolExecutionRecord,
     TracedMessage,
     TracedReply,
-    TracedTurn,
     TurnTrace,
     from_json,
 )
@@ -127,7 +127,7 @@ class AuditStore:
         replies = await self._db.rows(
             "SELECT id, kind, text, status, created_at FROM messages WHERE turn_id = ? AND direction = 'out'"
             " ORDER BY id", (turn_id,))
-        return TurnTrace(turn=from_row(TracedTurn, turn),
+        return TurnTrace(turn=from_row(StoredTurn, turn),
                          message=from_row(TracedMessage, message) if message else None,
                          llm_calls=[from_row(StoredLLMCall, r) for r in calls],
                          tool_executions=[from_row(StoredToolExecution, r) for r in executions],
