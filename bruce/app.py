@@ -8,24 +8,23 @@ section with no factory is reported, not silently ignored.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import socket
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import structlog
 
 from bruce.actions.approvals import ApprovalDesk
 from bruce.actions.confirmations import Confirmations
 from bruce.actions.registry import ToolRegistry
-from bruce.channel import Channel, OperatorChannel
+from bruce.channel import Channel
 from bruce.clock import Clock, SystemClock
 from bruce.config.schema import ChannelSection, Config
 from bruce.contracts import ToolContract, ToolHandler
-from bruce.errors import BruceError, ConfigError, ContractError
+from bruce.errors import ConfigError, ContractError
 from bruce.jobs.book import JobBook
 from bruce.jobs.scheduler import Scheduler, SchedulerSettings
 from bruce.limits import RateLimiter
@@ -35,7 +34,7 @@ from bruce.log import Redactor
 from bruce.memory.long_term import Memory, MemorySettings
 from bruce.runtime.access import Access, AccessRule
 from bruce.runtime.control import Control
-from bruce.runtime.event_loop import running_loop_name
+from bruce.runtime.daemon import App
 from bruce.runtime.outbox import Outbox, OutboxSettings
 from bruce.runtime.recovery import Recovery
 from bruce.runtime.worker import Worker, WorkerSettings
@@ -48,12 +47,11 @@ from bruce.turns.indicator import Indicator
 from bruce.turns.runner import TurnRunner, TurnSettings
 
 if TYPE_CHECKING:
-    from bruce.admin import AdminServer
     from channels.console import ConsoleChannel
     from channels.console_socket import SocketConsole
     from tools.mcp.bridge import MCPBridge
 
-__all__ = ["App", "build_app", "CHANNEL_FACTORIES", "console_channel", "socket_console", "web_chat", "tool_set",
+__all__ = ["build_app", "CHANNEL_FACTORIES", "console_channel", "socket_console", "web_chat", "tool_set",
            "stop_tool_workers", "probe_mcp", "tool_server", "ToolServer", "connect_mcp"]
 
 log = structlog.get_logger(__name__)
@@ -198,154 +196,6 @@ def tool_set(config: Config, store: Store | None, jobs: JobBook | None = None,
     return builtin_tools(config, store=store, jobs=jobs, memory=memory)
 
 
-@dataclass
-class App:
-    config: Config
-    clock: Clock
-    store: Store
-    llm: LLMService
-    registry: ToolRegistry
-    worker: Worker
-    outbox: Outbox
-    jobs: JobBook
-    control: Control  # the owner's requests from the machine, served by the console socket
-    scheduler: Scheduler | None = None  # None: scheduler.enabled is false
-    admin: AdminServer | None = None  # serving once start_admin() ran (``bruce run``)
-    mcp: MCPBridge | None = None  # the configured MCP servers (None: there are none)
-    memory: Memory | None = None  # long-term memory (bruce/memory/long_term.py)
-    channels: dict[str, Channel] = field(default_factory=dict)
-    # True: other apps in this process use the tools' worker processes too (``bruce eval`` runs
-    # cases side by side); stop() leaves them running and the owner calls stop_tool_workers()
-    shares_tool_workers: bool = False
-    _stopped: bool = field(default=False, init=False)
-    _locks: list[TextIO] = field(default_factory=list, init=False)
-
-    def _claim_channels(self) -> None:
-        """One process per channel and database: a second `bruce chat` on the same database
-        would answer the same messages and run the same approved actions twice."""
-        for name in self.channels:
-            path = Path(f"{self.config.storage.path}.{name}.lock")
-            handle = path.open("w")
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.close()
-                raise BruceError(
-                    f"another Bruce process is already serving the {name} channel with {self.config.storage.path}; "
-                    "stop it first (one process per channel and database)") from None
-            self._locks.append(handle)
-
-    def warnings(self) -> list[str]:
-        """What is missing for Bruce to be useful, each with how to fix it."""
-        notes = []
-        hint = self.llm.missing_configuration()
-        if hint:
-            notes.append(hint)
-        for name, section in self.config.channels.sections().items():
-            if section.enabled and name not in CHANNEL_FACTORIES:
-                notes.append(f"channels.{name}.enabled is true, but this version of Bruce has no {name} adapter; "
-                             "that channel stays off.")
-        if not self.config.scheduler.enabled:
-            notes.append("scheduler.enabled is false: reminders and scheduled jobs are stored but never sent; "
-                         "set it to true to have them fire.")
-        if not any(n not in ("console", "web") for n in self.channels):
-            via = getattr(self.channels.get("console"), "path", None)
-            web = f", or in the admin page's /chat ({self.config.admin.base_url}/chat)" if "web" in self.channels else ""
-            notes.append("No chat platform is enabled; talk to Bruce with `bruce chat` in another terminal"
-                         + (f" (it attaches to {via})" if via else "") + web + ".")
-        return notes
-
-    async def start(self) -> None:
-        # what the previous run left is everything stored before our channels start receiving;
-        # recovery must not touch a message of this run, which its own turn handles
-        self._claim_channels()
-        await self.worker.close_interrupted_actions()  # its notices are sent by recover() below
-        left_over = await self.store.messages.max_id()
-        for channel in self.channels.values():
-            if isinstance(channel, OperatorChannel):
-                await channel.start_operated(self.worker, self.control)
-            else:
-                await channel.start(self.worker)
-        log.info("app.started", channels=sorted(self.channels), model=self.config.llm.model,
-                 timezone=self.config.assistant.timezone, event_loop=running_loop_name())
-        for note in self.warnings():
-            log.warning("app.setup_incomplete", hint=note)
-        await self.worker.recover(up_to_id=left_over)
-        if self.scheduler is not None:
-            await self.scheduler.start()
-
-    async def start_admin(self) -> str | None:
-        """Serve the admin page on ``admin.host:port`` (``bruce run`` only); its URL, or None when
-        ``admin.enabled`` is false. Raises ConfigError on a host beyond loopback without a token."""
-        from bruce.admin import AdminServer
-        from bruce.admin.auth import resolve_token
-
-        a = self.config.admin
-        if not a.enabled:
-            return None
-        token, generated = resolve_token(a.token.get_secret_value() if a.token else None, host=a.host,
-                                         data_dir=self.config.storage.path.parent)
-        if generated is not None:
-            log.warning("admin.token_file", path=str(generated),
-                        hint="admin.token is not set; log in to the admin page with the token in this file (mode 0600)")
-        chat = self.channels.get("web")
-        self.admin = AdminServer(store=self.store, clock=self.clock, token=token, host=a.host, port=a.port,
-                                 health=self._health, artifacts_dir=self.config.tools.artifacts.dir, jobs=self.jobs,
-                                 budget=self.llm.budget, zone=self.config.assistant.zone,
-                                 chat_routes=chat.routes() if chat is not None and hasattr(chat, "routes") else None,
-                                 eval_runs_dir=self.config.eval.runs_dir)
-        try:
-            return await self.admin.start()
-        except OSError as exc:
-            raise BruceError(f"the admin page cannot listen on {a.host}:{a.port} ({exc.strerror or exc}); another "
-                             "Bruce or program has that port: stop it, or set admin.port (or admin.enabled: false)"
-                             ) from None
-
-    async def _health(self) -> dict[str, Any]:
-        scheduler = "off" if self.scheduler is None else "running" if self.scheduler.running else "standby"
-        received = self.control.health()
-        found: dict[str, Any] = {"scheduler": scheduler,
-                                 "channels": {name: {"last_receive": received.get(name)} for name in self.channels}}
-        if self.mcp is not None:
-            found["mcp"] = {s["server"]: s["state"] for s in self.mcp.status()}
-        return found
-
-    async def stop(self) -> None:
-        """Drain and close; calling it again does nothing."""
-        if self._stopped:
-            return
-        self._stopped = True
-        try:
-            if self.scheduler is not None:
-                await self.scheduler.stop()  # no new firing; the runs in flight drain with the turns
-            await self.worker.close(self.config.assistant.shutdown_timeout_s)
-            if self.scheduler is not None:
-                await self.scheduler.wait_idle()
-            if self.memory is not None:
-                await self.memory.close()  # extractions in flight: a short drain, then cancelled whole
-        finally:
-            await self._close_rest()
-
-    async def _close_rest(self) -> None:
-        from tools.builtin import shutdown_tools
-
-        for channel in self.channels.values():
-            await channel.stop()
-        if self.admin is not None:
-            await self.admin.stop()
-        if self.mcp is not None:
-            await self.mcp.stop()  # stdio servers' processes end with their links
-        await self.store.close()
-        if not self.shares_tool_workers:
-            shutdown_tools()  # the tools' worker processes (calculator, page reader)
-        if self.scheduler is not None:
-            self.scheduler.release()
-        for handle in self._locks:  # closing the file releases the lock
-            handle.close()
-        self._locks.clear()
-        log.info("app.stopped")
-
-
 def _configured_channels(config: Config, clock: Clock) -> dict[str, Channel]:
     context = ChannelContext(clock=clock, config=config)
     built = {}
@@ -416,50 +266,17 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
     confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
     jobs = JobBook(store=store, clock=clock, zone=config.assistant.zone,
                    dedup_window_s=config.scheduler.dedup_window_s)
-    m = config.memory
-    memory = Memory(store=store, llm=llm, clock=clock, settings=MemorySettings(
-        enabled=m.enabled, recent_limit=m.recent_limit, recent_days=m.recent_days, max_context_chars=m.max_context_chars,
-        summarize_after=m.summarize_after, archive_after_days=m.archive_after_days, max_concurrent=m.max_concurrent,
-        extract_after_s=m.extract_after_s,
-        model=m.model or config.llm.summary_model))
+    memory = _memory(config, store, llm, clock)
     registry = await _registry(config, store, clock, redactor, confirmations, jobs, memory)
     channels = _configured_channels(config, clock)
     channels.update({c.name: c for c in extra_channels})
-    a, c = config.assistant, config.channels
+    c = config.channels
     outbox = Outbox(store=store, channels=channels, clock=clock, settings=OutboxSettings(
         send_retries=c.send_retries, backoff_s=c.send_backoff_s, resend_interval_s=c.resend_interval_s,
         resend_max_age_s=c.resend_max_age_s))
-    desk = ApprovalDesk(store=store, llm=llm, registry=registry, confirmations=confirmations, outbox=outbox,
-                        admin_base_url=config.admin.base_url)
-    indicator = Indicator(channels)
-    runner = TurnRunner(
-        store=store, llm=llm, registry=registry, clock=clock, outbox=outbox, indicator=indicator,
-        delivery=Delivery(store=store, outbox=outbox, artifacts_dir=config.tools.artifacts.dir),
-        budget=budget if budget.enabled else None, memory=memory,
-        settings=TurnSettings(name=a.name, system_prompt=a.system_prompt, zone=a.zone, max_model_calls=a.max_turns,
-                              max_turn_tokens=a.max_turn_tokens,
-                              history_limit=a.history_limit, summary_batch=a.summary_batch,
-                              admin_base_url=config.admin.base_url),
-    )
-    conversations = Conversations(
-        store=store, outbox=outbox, runner=runner,
-        commands=ChatCommands(store=store, llm=llm, clock=clock, zone=a.zone, outbox=outbox, indicator=indicator,
-                              memory=memory, assistant=a.name, summary_model=config.llm.summary_model),
-        decisions=Decisions(store=store, confirmations=confirmations, desk=desk, outbox=outbox, indicator=indicator,
-                            history=runner),
-    )
-    recovery = Recovery(store=store, confirmations=confirmations, outbox=outbox, clock=clock, zone=a.zone,
-                        served=channels.keys(), max_age_s=a.recovery_max_age_s)
-    worker = Worker(
-        store=store, llm=llm, clock=clock, conversations=conversations, outbox=outbox, recovery=recovery,
-        confirmations=confirmations, served=channels,
-        access=Access(store=store, clock=clock, rules=_access_rules(c.sections()), channels=channels),
-        limiter=RateLimiter(per_minute=config.limits.messages_per_minute, per_hour=config.limits.messages_per_hour),
-        zone=a.zone, on_answered=memory.after_message if extract_memory else None,
-        settings=WorkerSettings(max_message_chars=a.max_message_chars, approval_poll_s=config.tools.approval_poll_s,
-                                history_limit=a.history_limit, summary_batch=a.summary_batch,
-                                summary_model=config.llm.summary_model),
-    )
+    conversations = _conversations(config, store, clock, llm, registry, confirmations, outbox, channels, memory)
+    worker = _worker(config, store, clock, llm, conversations, confirmations, outbox, channels,
+                     on_answered=memory.after_message if extract_memory else None)
     scheduler = None
     if config.scheduler.enabled and fire_jobs:
         s = config.scheduler
@@ -470,7 +287,62 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
     control = Control(doors=worker, channels=channels, scheduler=scheduler, mcp=mcp)
     return App(config=config, clock=clock, store=store, llm=llm, registry=registry, worker=worker, outbox=outbox,
                jobs=jobs, control=control, scheduler=scheduler, channels=channels, memory=memory, mcp=mcp,
-               shares_tool_workers=shares_tool_workers)
+               shares_tool_workers=shares_tool_workers, adapters=frozenset(CHANNEL_FACTORIES),
+               stop_tools=stop_tool_workers)
+
+
+def _memory(config: Config, store: Store, llm: LLMService, clock: Clock) -> Memory:
+    m = config.memory
+    return Memory(store=store, llm=llm, clock=clock, settings=MemorySettings(
+        enabled=m.enabled, recent_limit=m.recent_limit, recent_days=m.recent_days, max_context_chars=m.max_context_chars,
+        summarize_after=m.summarize_after, archive_after_days=m.archive_after_days, max_concurrent=m.max_concurrent,
+        extract_after_s=m.extract_after_s,
+        model=m.model or config.llm.summary_model))
+
+
+def _conversations(config: Config, store: Store, clock: Clock, llm: LLMService, registry: ToolRegistry,
+                   confirmations: Confirmations, outbox: Outbox, channels: Mapping[str, Channel],
+                   memory: Memory) -> Conversations:
+    """The turn engine: one runner, the chat commands, the decisions, in one conversation's order."""
+    a = config.assistant
+    desk = ApprovalDesk(store=store, llm=llm, registry=registry, confirmations=confirmations, outbox=outbox,
+                        admin_base_url=config.admin.base_url)
+    indicator = Indicator(channels)
+    runner = TurnRunner(
+        store=store, llm=llm, registry=registry, clock=clock, outbox=outbox, indicator=indicator,
+        delivery=Delivery(store=store, outbox=outbox, artifacts_dir=config.tools.artifacts.dir),
+        budget=llm.budget, memory=memory,
+        settings=TurnSettings(name=a.name, system_prompt=a.system_prompt, zone=a.zone, max_model_calls=a.max_turns,
+                              max_turn_tokens=a.max_turn_tokens,
+                              history_limit=a.history_limit, summary_batch=a.summary_batch,
+                              admin_base_url=config.admin.base_url),
+    )
+    return Conversations(
+        store=store, outbox=outbox, runner=runner,
+        commands=ChatCommands(store=store, llm=llm, clock=clock, zone=a.zone, outbox=outbox, indicator=indicator,
+                              memory=memory, assistant=a.name, summary_model=config.llm.summary_model),
+        decisions=Decisions(store=store, confirmations=confirmations, desk=desk, outbox=outbox, indicator=indicator,
+                            history=runner),
+    )
+
+
+def _worker(config: Config, store: Store, clock: Clock, llm: LLMService, conversations: Conversations,
+            confirmations: Confirmations, outbox: Outbox, channels: dict[str, Channel], *,
+            on_answered: Callable[[str, int], None] | None) -> Worker:
+    """Admission, the message tasks, recovery of what a stopped process left."""
+    a, c = config.assistant, config.channels
+    recovery = Recovery(store=store, confirmations=confirmations, outbox=outbox, clock=clock, zone=a.zone,
+                        served=channels.keys(), max_age_s=a.recovery_max_age_s)
+    return Worker(
+        store=store, llm=llm, clock=clock, conversations=conversations, outbox=outbox, recovery=recovery,
+        confirmations=confirmations, served=channels,
+        access=Access(store=store, clock=clock, rules=_access_rules(c.sections()), channels=channels),
+        limiter=RateLimiter(per_minute=config.limits.messages_per_minute, per_hour=config.limits.messages_per_hour),
+        zone=a.zone, on_answered=on_answered,
+        settings=WorkerSettings(max_message_chars=a.max_message_chars, approval_poll_s=config.tools.approval_poll_s,
+                                history_limit=a.history_limit, summary_batch=a.summary_batch,
+                                summary_model=config.llm.summary_model),
+    )
 
 
 async def connect_mcp(config: Config, registry: ToolRegistry, clock: Clock) -> MCPBridge:

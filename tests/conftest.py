@@ -13,9 +13,10 @@ from typing import Any  # noqa: E402
 import pytest  # noqa: E402
 from aiohttp import web  # noqa: E402
 
-from bruce.app import App, build_app  # noqa: E402
+from bruce.app import build_app
 from bruce.config.loader import parse_config  # noqa: E402
 from bruce.config.schema import Config  # noqa: E402
+from bruce.runtime.daemon import App  # noqa: E402
 from tests.fakes.channel import RecordingChannel  # noqa: E402
 from tests.fakes.clock import FakeClock  # noqa: E402
 from tests.fakes.llm_server import FakeLLMServer  # noqa: E402

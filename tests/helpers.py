@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from bruce.app import App
+from bruce.runtime.daemon import App
 
 ADMIN_TOKEN = "a-long-admin-token-0123456789"  # the ``admin`` fixture's token (tests/conftest.py)
 BEARER = {"Authorization": f"Bearer {ADMIN_TOKEN}"}

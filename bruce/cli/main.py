@@ -41,7 +41,7 @@ from bruce.log import Redactor, configure_logging
 from bruce.runtime.event_loop import run as run_loop
 
 if TYPE_CHECKING:
-    from bruce.app import App
+    from bruce.runtime.daemon import App
 
 __all__ = ["main"]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from bruce.app import App, build_app, stop_tool_workers
+from bruce.app import build_app, stop_tool_workers
 from bruce.channel import IncomingMessage
 from bruce.config.schema import ChannelsConfig, Config, LimitsConfig
 from bruce.eval.cases import Case
@@ -33,6 +33,7 @@ from bruce.eval.clock import CaseClock
 from bruce.eval.judge import Judge, Verdict
 from bruce.eval.observed import CallStats, ToolRun, TurnRecord, call_stats
 from bruce.eval.pages import PageServer
+from bruce.runtime.daemon import App
 from bruce.values import TurnStatus
 
 __all__ = ["RunSettings", "Attempt", "CaseOutcome", "case_config", "play_case", "run_cases", "TURN_GRACE_S"]

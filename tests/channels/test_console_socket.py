@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bruce.app import App, build_app, socket_console
+from bruce.app import build_app, socket_console
 from bruce.cli.daemon import attach_console
 from bruce.errors import BruceError
+from bruce.runtime.daemon import App
 from tests.cli.test_main import BRUCE, clean_env, wait_for_request
 from tests.fakes.console import ConsoleDriver, request_id
 from tests.fakes.llm_server import Step

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bruce.app import App
 from bruce.channel import IncomingMessage
 from bruce.cli.main import main
+from bruce.runtime.daemon import App
 from bruce.runtime.pairing import CODE_ALPHABET, new_code
 from bruce.texts import PAIRING_FULL, STRANGER_REFUSED
 from bruce.values import DecisionOutcome

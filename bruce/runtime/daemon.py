@@ -1,0 +1,193 @@
+"""The running daemon: what ``build_app`` (``bruce/app.py``) assembled, and its lifecycle.
+
+``start`` claims the channels (one process per channel and database), closes what a stopped
+process left, starts receiving, recovers pending messages and starts the scheduler; ``stop``
+drains the turns in flight and closes everything in order. The admin page is served on request
+(``start_admin``, ``bruce run`` only).
+"""
+
+from __future__ import annotations
+
+import fcntl
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
+
+import structlog
+
+from bruce.actions.registry import ToolRegistry
+from bruce.channel import Channel, OperatorChannel
+from bruce.clock import Clock
+from bruce.config.schema import Config
+from bruce.errors import BruceError
+from bruce.jobs.book import JobBook
+from bruce.jobs.scheduler import Scheduler
+from bruce.llm.service import LLMService
+from bruce.memory.long_term import Memory
+from bruce.runtime.control import Control, ServerStatus
+from bruce.runtime.event_loop import running_loop_name
+from bruce.runtime.outbox import Outbox
+from bruce.runtime.worker import Worker
+from bruce.store import Store
+
+if TYPE_CHECKING:
+    from bruce.admin import AdminServer
+
+__all__ = ["App"]
+
+log = structlog.get_logger(__name__)
+
+
+class MCPServers(ServerStatus, Protocol):
+    """The MCP bridge (``tools/mcp``), as the daemon reports and stops it."""
+
+    async def stop(self) -> None: ...
+
+
+@dataclass
+class App:
+    config: Config
+    clock: Clock
+    store: Store
+    llm: LLMService
+    registry: ToolRegistry
+    worker: Worker
+    outbox: Outbox
+    jobs: JobBook
+    control: Control  # the owner's requests from the machine, served by the console socket
+    scheduler: Scheduler | None = None  # None: scheduler.enabled is false
+    admin: AdminServer | None = None  # serving once start_admin() ran (``bruce run``)
+    mcp: MCPServers | None = None  # the configured MCP servers (None: there are none)
+    memory: Memory | None = None  # long-term memory (bruce/memory/long_term.py)
+    channels: dict[str, Channel] = field(default_factory=dict)
+    # True: other apps in this process use the tools' worker processes too (``bruce eval`` runs
+    # cases side by side); stop() leaves them running and the owner calls stop_tool_workers()
+    shares_tool_workers: bool = False
+    adapters: frozenset[str] = frozenset()  # the chat platforms this build has an adapter for
+    stop_tools: Callable[[], None] = lambda: None  # ends the tools' worker processes (calculator, page reader)
+    _stopped: bool = field(default=False, init=False)
+    _locks: list[TextIO] = field(default_factory=list, init=False)
+
+    def _claim_channels(self) -> None:
+        """One process per channel and database: a second `bruce chat` on the same database
+        would answer the same messages and run the same approved actions twice."""
+        for name in self.channels:
+            path = Path(f"{self.config.storage.path}.{name}.lock")
+            handle = path.open("w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                raise BruceError(
+                    f"another Bruce process is already serving the {name} channel with {self.config.storage.path}; "
+                    "stop it first (one process per channel and database)") from None
+            self._locks.append(handle)
+
+    def warnings(self) -> list[str]:
+        """What is missing for Bruce to be useful, each with how to fix it."""
+        notes = []
+        hint = self.llm.missing_configuration()
+        if hint:
+            notes.append(hint)
+        for name, section in self.config.channels.sections().items():
+            if section.enabled and name not in self.adapters:
+                notes.append(f"channels.{name}.enabled is true, but this version of Bruce has no {name} adapter; "
+                             "that channel stays off.")
+        if not self.config.scheduler.enabled:
+            notes.append("scheduler.enabled is false: reminders and scheduled jobs are stored but never sent; "
+                         "set it to true to have them fire.")
+        if not any(n not in ("console", "web") for n in self.channels):
+            via = getattr(self.channels.get("console"), "path", None)
+            web = f", or in the admin page's /chat ({self.config.admin.base_url}/chat)" if "web" in self.channels else ""
+            notes.append("No chat platform is enabled; talk to Bruce with `bruce chat` in another terminal"
+                         + (f" (it attaches to {via})" if via else "") + web + ".")
+        return notes
+
+    async def start(self) -> None:
+        # what the previous run left is everything stored before our channels start receiving;
+        # recovery must not touch a message of this run, which its own turn handles
+        self._claim_channels()
+        await self.worker.close_interrupted_actions()  # its notices are sent by recover() below
+        left_over = await self.store.messages.max_id()
+        for channel in self.channels.values():
+            if isinstance(channel, OperatorChannel):
+                await channel.start_operated(self.worker, self.control)
+            else:
+                await channel.start(self.worker)
+        log.info("app.started", channels=sorted(self.channels), model=self.config.llm.model,
+                 timezone=self.config.assistant.timezone, event_loop=running_loop_name())
+        for note in self.warnings():
+            log.warning("app.setup_incomplete", hint=note)
+        await self.worker.recover(up_to_id=left_over)
+        if self.scheduler is not None:
+            await self.scheduler.start()
+
+    async def start_admin(self) -> str | None:
+        """Serve the admin page on ``admin.host:port`` (``bruce run`` only); its URL, or None when
+        ``admin.enabled`` is false. Raises ConfigError on a host beyond loopback without a token."""
+        from bruce.admin import AdminServer
+        from bruce.admin.auth import resolve_token
+
+        a = self.config.admin
+        if not a.enabled:
+            return None
+        token, generated = resolve_token(a.token.get_secret_value() if a.token else None, host=a.host,
+                                         data_dir=self.config.storage.path.parent)
+        if generated is not None:
+            log.warning("admin.token_file", path=str(generated),
+                        hint="admin.token is not set; log in to the admin page with the token in this file (mode 0600)")
+        chat = self.channels.get("web")
+        self.admin = AdminServer(store=self.store, clock=self.clock, token=token, host=a.host, port=a.port,
+                                 health=self._health, artifacts_dir=self.config.tools.artifacts.dir, jobs=self.jobs,
+                                 budget=self.llm.budget, zone=self.config.assistant.zone,
+                                 chat_routes=chat.routes() if chat is not None and hasattr(chat, "routes") else None,
+                                 eval_runs_dir=self.config.eval.runs_dir)
+        try:
+            return await self.admin.start()
+        except OSError as exc:
+            raise BruceError(f"the admin page cannot listen on {a.host}:{a.port} ({exc.strerror or exc}); another "
+                             "Bruce or program has that port: stop it, or set admin.port (or admin.enabled: false)"
+                             ) from None
+
+    async def _health(self) -> dict[str, Any]:
+        scheduler = "off" if self.scheduler is None else "running" if self.scheduler.running else "standby"
+        received = self.control.health()
+        found: dict[str, Any] = {"scheduler": scheduler,
+                                 "channels": {name: {"last_receive": received.get(name)} for name in self.channels}}
+        if self.mcp is not None:
+            found["mcp"] = {s["server"]: s["state"] for s in self.mcp.status()}
+        return found
+
+    async def stop(self) -> None:
+        """Drain and close; calling it again does nothing."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            if self.scheduler is not None:
+                await self.scheduler.stop()  # no new firing; the runs in flight drain with the turns
+            await self.worker.close(self.config.assistant.shutdown_timeout_s)
+            if self.scheduler is not None:
+                await self.scheduler.wait_idle()
+            if self.memory is not None:
+                await self.memory.close()  # extractions in flight: a short drain, then cancelled whole
+        finally:
+            await self._close_rest()
+
+    async def _close_rest(self) -> None:
+        for channel in self.channels.values():
+            await channel.stop()
+        if self.admin is not None:
+            await self.admin.stop()
+        if self.mcp is not None:
+            await self.mcp.stop()  # stdio servers' processes end with their links
+        await self.store.close()
+        if not self.shares_tool_workers:
+            self.stop_tools()
+        if self.scheduler is not None:
+            self.scheduler.release()
+        for handle in self._locks:  # closing the file releases the lock
+            handle.close()
+        self._locks.clear()
+        log.info("app.stopped")
