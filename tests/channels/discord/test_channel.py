@@ -11,8 +11,8 @@ import pytest
 from bruce.app import build_app
 from bruce.errors import ChannelSendError, ConfigError
 from bruce.turns.commands import COMMANDS, help_text
-from channels.discord import ABOUT, ANSWERED_HERE, translate_error
-from channels.discord_format import fences_balanced
+from channels.discord.channel import ABOUT, ANSWERED_HERE, translate_error
+from channels.discord.format import fences_balanced
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.llm_server import Step
 from tests.helpers import rows

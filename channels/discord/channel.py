@@ -1,6 +1,6 @@
 """The Discord channel, on discord.py 2: the adapter behind the channel port.
 
-discord.py stays in here (and in ``discord_ui``); ``bruce`` never imports it. What it does:
+discord.py stays in here (and in ``ui``); ``bruce`` never imports it. What it does:
 
 Connecting. A ``discord.Client`` with the intents ``guilds``, ``dm_messages``,
 ``guild_messages`` and ``message_content``. Message Content is a *privileged* intent: without
@@ -33,16 +33,16 @@ allowed senders are told; any text with them still goes on). Messages are handed
 time in the order they arrived. ``last_receive`` is the time of the last gateway dispatch.
 
 While a turn runs: the typing indicator every ``TYPING_EVERY_S`` for the whole turn, and, for
-turns that run tools, one status message with the steps (see ``discord_ui``).
+turns that run tools, one status message with the steps (see ``ui``).
 
-Sending. Replies are cut by ``discord_format.split_message`` (2000 characters, code fences kept
+Sending. Replies are cut by ``format.split_message`` (2000 characters, code fences kept
 whole) and every message goes out with ``allowed_mentions=AllowedMentions.none()`` (also the
 client's default). discord.py itself waits out a 429 whose ``retry_after`` is under 30 s and
 retries 5xx a few times; what it gives up on becomes ``ChannelSendError`` (``translate_error``):
 rate limits retryable with ``retry_after``, 5xx and network errors retryable, missing access,
 unknown channel and other refusals permanent. The outbox does the rest.
 
-Approvals and commands: buttons with persistent custom ids (``discord_ui``), pressed by anyone
+Approvals and commands: buttons with persistent custom ids (``ui``), pressed by anyone
 but decided by ``inbound.decide`` (someone else than the requester is refused, ephemerally);
 the slash commands ``/new``, ``/jobs`` and ``/usage`` (passed on as that text), ``/help`` and ``/id``
 (answered ephemerally) are registered at start-up.
@@ -70,8 +70,8 @@ from bruce.config.schema import DiscordConfig
 from bruce.errors import BruceError, ChannelSendError, ConfigError, StoreError
 from bruce.turns.commands import COMMANDS, CommandSpec, help_text
 from bruce.values import DecisionOutcome
-from channels.discord_format import MESSAGE_LIMIT, split_message
-from channels.discord_ui import NO_MENTIONS, StatusMessage, approval_text, approval_view, decided_text, parse_custom_id
+from channels.discord.format import MESSAGE_LIMIT, split_message
+from channels.discord.ui import NO_MENTIONS, StatusMessage, approval_text, approval_view, decided_text, parse_custom_id
 
 __all__ = ["DiscordChannel", "translate_error", "INTENTS"]
 

@@ -1,14 +1,14 @@
 """The Telegram channel, on aiogram 3: the adapter behind the channel port.
 
-aiogram stays in the ``channels/telegram*.py`` modules; ``bruce`` never imports it. This module
+aiogram stays in the ``channels/telegram/`` package; ``bruce`` never imports it. This module
 does not import it either: ``import aiogram`` costs seconds of CPU, so the control calls
 (``getMe``, ``deleteWebhook``, ``setMyCommands``, ``setWebhook``, ``getUpdates``) are plain
 Bot API requests (JSON over aiohttp) and receiving starts at once, while
-``channels.telegram_bot`` (aiogram: reading updates into its types, sending) is imported in
+``channels.telegram.bot`` (aiogram: reading updates into its types, sending) is imported in
 a thread beside it. The first updates wait for that import, never the other way round.
 
-Receiving (``telegram_polling.py``, ``telegram_webhook.py``; the control calls in
-``telegram_api.py``). Long polling by default: our own loop around ``getUpdates``, not aiogram's
+Receiving (``polling.py``, ``webhook.py``; the control calls in
+``api.py``). Long polling by default: our own loop around ``getUpdates``, not aiogram's
 ``Dispatcher.start_polling``, because a bot must never end up half-dead: ``getMe`` at start
 is retried with backoff while the network is down (a 401 is a clear error naming
 ``channels.telegram.token``); any webhook is deleted first; ``409 Conflict`` (another
@@ -33,13 +33,13 @@ While a turn runs: ``typing`` every 4 s; in private chats the progress events ar
 ``sendMessageDraft`` draft (tool steps, then the answer as it streams), at most one draft a
 second, and typing alone if the server refuses drafts (for every chat when it does not know
 the method, for the turn when one chat's draft is refused). The reply itself is always a normal
-``sendMessage``: the model's Markdown as Telegram HTML (``telegram_format``), plain text if
+``sendMessage``: the model's Markdown as Telegram HTML (``format``), plain text if
 Telegram cannot parse it. Approval requests carry inline Approve / Deny buttons whose
 ``callback_data`` holds only the decision and the request id; a press calls ``decide``, and
 the request message is edited to show the outcome, without buttons. A step-up request has
 no Approve button: it says to run ``bruce approve ID`` on the machine.
 
-Telegram's errors become ``ChannelSendError`` (``telegram_bot.translate_error``):
+Telegram's errors become ``ChannelSendError`` (``bot.translate_error``):
 ``RetryAfter`` retryable with its ``retry_after``; network errors and 5xx retryable; a
 blocked bot, a chat not found and other refusals permanent. The outbox does the rest.
 """
@@ -66,16 +66,16 @@ from bruce.errors import BruceError, ChannelSendError, ConfigError
 from bruce.limits import Quiet
 from bruce.turns.commands import COMMANDS, help_text
 from bruce.turns.progress import ProgressEvent, TextDelta, Thinking, ToolFinished, ToolStarted
-from channels.telegram_api import BotAPI, Refused, Unreachable, check_token
-from channels.telegram_format import to_telegram_html
-from channels.telegram_polling import Poller
-from channels.telegram_split import split_html
-from channels.telegram_webhook import WebhookServer
+from channels.telegram.api import BotAPI, Refused, Unreachable, check_token
+from channels.telegram.format import to_telegram_html
+from channels.telegram.polling import Poller
+from channels.telegram.split import split_html
+from channels.telegram.webhook import WebhookServer
 
 if TYPE_CHECKING:
     from aiogram.types import CallbackQuery, Message, Update
 
-    from channels.telegram_bot import TelegramBot
+    from channels.telegram.bot import TelegramBot
 
 __all__ = ["TelegramChannel"]
 
@@ -134,7 +134,7 @@ class TelegramChannel:
     async def _load_sdk(self) -> TelegramBot:
         started = time.monotonic()
         try:
-            module = await asyncio.to_thread(importlib.import_module, "channels.telegram_bot")
+            module = await asyncio.to_thread(importlib.import_module, "channels.telegram.bot")
         except Exception:  # a broken install: nothing can be read or sent, say so once
             log.exception("telegram.sdk_failed")
             raise
