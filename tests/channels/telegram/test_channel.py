@@ -12,7 +12,7 @@ import pytest
 from bruce.app import build_app
 from bruce.errors import ConfigError
 from bruce.turns.commands import COMMANDS, help_text
-from channels.telegram.channel import ABOUT
+from channels.telegram.updates import ABOUT
 from tests.fakes.llm_server import Step
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.helpers import rows
