@@ -68,13 +68,13 @@ class ChannelContext:
 ChannelFactory = Callable[[Any, ChannelContext], Channel]
 
 def _telegram(section: Any, context: ChannelContext) -> Channel:
-    from channels.telegram import TelegramChannel
+    from channels.telegram.channel import TelegramChannel
 
     return TelegramChannel(section, clock=context.clock, assistant_name=context.config.assistant.name)
 
 
 def _discord(section: Any, context: ChannelContext) -> Channel:
-    from channels.discord import DiscordChannel
+    from channels.discord.channel import DiscordChannel
 
     return DiscordChannel(section, clock=context.clock, assistant_name=context.config.assistant.name)
 

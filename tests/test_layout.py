@@ -3,7 +3,7 @@ file named after it, so whoever changes a module finds its tests without searchi
 
     bruce/turns/prompt.py         -> tests/turns/test_prompt.py
     bruce/clock.py                -> tests/test_clock.py
-    channels/telegram.py          -> tests/channels/test_telegram.py
+    channels/telegram/channel.py  -> tests/channels/telegram/test_channel.py
     tools/mcp/serve.py            -> tests/tools/mcp/test_serve.py
     bruce/store/__init__.py       -> tests/store/test_store.py      (a package: named after it)
     bruce/store/_shim.py          -> tests/store/test_shim.py       (a private module: without its _)
@@ -55,7 +55,7 @@ def missing_tests() -> list[tuple[Path, Path]]:
 def test_expected_test_names() -> None:
     assert expected_test(Path("bruce/turns/prompt.py")) == Path("tests/turns/test_prompt.py")
     assert expected_test(Path("bruce/clock.py")) == Path("tests/test_clock.py")
-    assert expected_test(Path("channels/telegram.py")) == Path("tests/channels/test_telegram.py")
+    assert expected_test(Path("channels/telegram/channel.py")) == Path("tests/channels/telegram/test_channel.py")
     assert expected_test(Path("tools/mcp/serve.py")) == Path("tests/tools/mcp/test_serve.py")
     assert expected_test(Path("tools/mcp_servers/calendar/store.py")) == Path(
         "tests/tools/mcp_servers/calendar/test_store.py")

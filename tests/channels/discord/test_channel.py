@@ -9,10 +9,10 @@ import re
 import pytest
 
 from bruce.app import build_app
-from bruce.errors import ChannelSendError, ConfigError
+from bruce.errors import ConfigError
 from bruce.turns.commands import COMMANDS, help_text
-from channels.discord import ABOUT, ANSWERED_HERE, translate_error
-from channels.discord_format import fences_balanced
+from channels.discord.format import fences_balanced
+from channels.discord.interactions import ABOUT, ANSWERED_HERE
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.llm_server import Step
 from tests.helpers import rows
@@ -224,26 +224,6 @@ async def test_a_channel_refused_for_good_keeps_the_reply_unsent(started, fake, 
         await asyncio.sleep(0.02)
     assert found[0]["status"] == "unsent" and "Missing Access" in found[0]["send_error"]
     assert len(fake.calls_to("POST", MESSAGES)) == 1  # permanent: not tried again at once
-
-
-def test_errors_are_translated_for_the_outbox():
-    import discord
-
-    class Response:
-        def __init__(self, status, headers=None):
-            self.status, self.reason, self.headers = status, "x", headers or {}
-
-    limited = translate_error(discord.HTTPException(Response(429, {"Retry-After": "7"}), {"message": "slow"}))
-    assert (limited.retryable, limited.retry_after) == (True, 7.0)
-    assert translate_error(discord.RateLimited(40.0)).retry_after == 40.0
-    assert translate_error(discord.DiscordServerError(Response(503), "down")).retryable
-    assert not translate_error(discord.Forbidden(Response(403), {"message": "Missing Access", "code": 50001})).retryable
-    assert not translate_error(discord.NotFound(Response(404), {"message": "Unknown Channel", "code": 10003})).retryable
-    assert translate_error(TimeoutError()).retryable
-    import aiohttp
-
-    assert isinstance(translate_error(aiohttp.ClientConnectionError()), ChannelSendError)
-    assert translate_error(aiohttp.ClientConnectionError()).retryable
 
 
 async def test_a_bad_token_is_a_start_up_error_naming_the_key(dc_config, clock, fake):

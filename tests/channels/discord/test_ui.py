@@ -1,4 +1,4 @@
-"""channels.discord_ui: the approval request as Discord shows it, the buttons' custom ids that a
+"""channels.discord.ui: the approval request as Discord shows it, the buttons' custom ids that a
 press is handled by (the same after a restart), and the request once decided. (The buttons
 pressed through the fake gateway, and the status message: tests/channels/test_discord.py.)"""
 
@@ -10,8 +10,8 @@ import discord
 import pytest
 
 from bruce.channel import ConfirmationRequest
-from channels.discord_format import MESSAGE_LIMIT
-from channels.discord_ui import approval_text, approval_view, decided_text, parse_custom_id
+from channels.discord.format import MESSAGE_LIMIT
+from channels.discord.ui import approval_text, approval_view, decided_text, parse_custom_id
 
 
 def request(**changes: object) -> ConfirmationRequest:

@@ -12,7 +12,7 @@ import pytest
 from bruce.app import build_app
 from bruce.errors import ConfigError
 from bruce.turns.commands import COMMANDS, help_text
-from channels.telegram import ABOUT
+from channels.telegram.updates import ABOUT
 from tests.fakes.llm_server import Step
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.helpers import rows
@@ -561,11 +561,11 @@ async def test_a_message_arriving_while_the_database_is_locked_is_kept_by_telegr
 
 def test_the_channel_starts_without_importing_aiogram():
     """aiogram costs seconds of CPU to import: neither the app nor the Telegram channel module
-    may import it, so receiving starts at once (channels.telegram_bot loads it in a thread)."""
+    may import it, so receiving starts at once (channels.telegram.bot loads it in a thread)."""
     import subprocess
     import sys
 
-    code = ("import sys, bruce.app, channels.telegram; "
+    code = ("import sys, bruce.app, channels.telegram.channel; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'aiogram'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
@@ -613,7 +613,7 @@ async def test_a_bad_gateway_while_polling_is_logged_backed_off_and_polling_goes
 async def test_a_reply_to_a_channel_that_is_not_running_is_kept_for_later(tg_config, clock):
     """Before start or after stop there is no bot to send with: the outbox is told to try again later."""
     from bruce.errors import ChannelSendError
-    from channels.telegram import TelegramChannel
+    from channels.telegram.channel import TelegramChannel
 
     channel = TelegramChannel(tg_config().channels.telegram, clock=clock)
     with pytest.raises(ChannelSendError, match="not running") as raised:

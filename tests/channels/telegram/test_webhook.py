@@ -1,4 +1,4 @@
-"""channels.telegram_webhook: the webhook server, registered with the fake Bot API, which then
+"""channels.telegram.webhook: the webhook server, registered with the fake Bot API, which then
 posts updates to it (the channel end to end: tests/channels/test_telegram.py)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from bruce.config.schema import TelegramWebhookConfig
 from bruce.errors import BruceError, StoreError
-from channels.telegram_api import BotAPI
-from channels.telegram_webhook import WebhookServer
+from channels.telegram.api import BotAPI
+from channels.telegram.webhook import WebhookServer
 from tests.fakes.telegram_api import FakeTelegramAPI
 
 SECRET = "webhook-secret-0123456789"

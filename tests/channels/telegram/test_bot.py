@@ -1,4 +1,4 @@
-"""channels.telegram_bot, the aiogram half of the Telegram channel, against the fake Bot API over
+"""channels.telegram.bot, the aiogram half of the Telegram channel, against the fake Bot API over
 a real socket: what is sent, how Telegram's refusals reach the outbox (retry or not, and when),
 and which calls may fail without anyone hearing of it."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bruce.errors import ChannelSendError
-from channels.telegram_bot import DRAFT_MAX_CHARS, TelegramBot
+from channels.telegram.bot import DRAFT_MAX_CHARS, TelegramBot
 from tests.fakes.telegram_api import FakeTelegramAPI
 
 CHAT = 42

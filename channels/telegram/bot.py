@@ -1,9 +1,9 @@
 """The aiogram half of the Telegram channel: reading updates and sending.
 
-``channels.telegram`` imports this module in a thread once the channel has started, because
+``channels.telegram.channel`` imports this module in a thread once the channel has started, because
 ``import aiogram`` takes seconds of CPU (its types module builds ~600 pydantic schemas at
 import): receiving starts at once over raw Bot API calls, and the first batch of updates
-waits for this module, not the other way round. Nothing outside ``channels/telegram*.py``
+waits for this module, not the other way round. Nothing outside ``channels/telegram/``
 imports it, and ``bruce`` never does.
 
 Every aiogram failure is translated here: a send raises ``ChannelSendError`` (the outbox's
@@ -35,7 +35,7 @@ from aiogram.methods import Response, SendMessageDraft, TelegramMethod
 from aiogram.types import CallbackQuery, FSInputFile, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
 
 from bruce.errors import ChannelSendError
-from channels.telegram_format import plain_text
+from channels.telegram.format import plain_text
 
 __all__ = ["TelegramBot", "translate_error", "DRAFT_MAX_CHARS", "DraftOutcome"]
 

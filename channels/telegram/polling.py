@@ -21,12 +21,12 @@ import structlog
 
 from bruce.clock import Clock
 from bruce.errors import ConfigError, StoreError
-from channels.telegram_api import ALLOWED_UPDATES, BotAPI, Refused, Unreachable
+from channels.telegram.api import ALLOWED_UPDATES, BotAPI, Refused, Unreachable
 
 if TYPE_CHECKING:
     from aiogram.types import Update
 
-    from channels.telegram_bot import TelegramBot
+    from channels.telegram.bot import TelegramBot
 
 __all__ = ["Poller"]
 

@@ -1,5 +1,5 @@
-"""Telegram's HTML rules as a checker, for the tests of channels/telegram_format.py and
-channels/telegram_split.py: a real parser (html.parser) against Telegram's rules: only the tags
+"""Telegram's HTML rules as a checker, for the tests of channels/telegram/format.py and
+channels/telegram/split.py: a real parser (html.parser) against Telegram's rules: only the tags
 Telegram allows (with only their allowed attributes), balanced and properly nested, no entity
 nested where Telegram forbids it, and no raw ``<``, ``>`` or bare ``&`` in the text."""
 

@@ -1,4 +1,4 @@
-"""channels.telegram_polling: the polling loop against the fake Bot API, with a stand-in for the
+"""channels.telegram.polling: the polling loop against the fake Bot API, with a stand-in for the
 channel's side (reading an update, handling it); the channel end to end: tests/channels/test_telegram.py."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from bruce.errors import ConfigError, StoreError
-from channels.telegram_api import BotAPI
-from channels.telegram_polling import Poller
+from channels.telegram.api import BotAPI
+from channels.telegram.polling import Poller
 from tests.fakes.clock import FakeClock
 from tests.fakes.telegram_api import FakeTelegramAPI
 

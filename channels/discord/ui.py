@@ -29,7 +29,7 @@ import structlog
 from bruce.channel import ConfirmationRequest
 from bruce.turns.progress import ProgressEvent, ToolFinished, ToolStarted
 from bruce.values import ToolStatus
-from channels.discord_format import FENCE, MESSAGE_LIMIT
+from channels.discord.format import FENCE, MESSAGE_LIMIT
 
 __all__ = ["NO_MENTIONS", "EDIT_EVERY_S", "StatusMessage", "approval_text", "approval_view", "decided_text",
            "parse_custom_id"]

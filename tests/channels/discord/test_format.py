@@ -1,4 +1,4 @@
-"""channels.discord_format: replies cut to Discord's 2000 characters with whole code fences."""
+"""channels.discord.format: replies cut to Discord's 2000 characters with whole code fences."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from channels.discord_format import MIN_LIMIT, fences_balanced, split_message
+from channels.discord.format import MIN_LIMIT, fences_balanced, split_message
 
 FENCE = "```"
 

@@ -29,7 +29,7 @@ not HTML); ``mistune`` (would do, but markdown-it-py is already a dependency of 
 dependencies, and its flat token stream makes a renderer with its own tag stack simple).
 
 ``plain_text`` is the fallback when Telegram still refuses the HTML ("can't parse entities").
-Splitting the HTML to Telegram's message size is ``channels/telegram_split.py``.
+Splitting the HTML to Telegram's message size is ``channels/telegram/split.py``.
 """
 
 from __future__ import annotations

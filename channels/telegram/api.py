@@ -1,5 +1,5 @@
 """The Bot API's control calls as plain JSON requests over aiohttp: what receiving needs before
-(and without) aiogram, whose import costs seconds of CPU (``channels/telegram.py`` explains).
+(and without) aiogram, whose import costs seconds of CPU (``channels/telegram/channel.py`` explains).
 
 A call returns its ``result``; it raises ``Refused`` when Telegram says no (with the status, its
 description and any ``retry_after``), and one of ``Unreachable`` when no answer came at all.

@@ -1,5 +1,5 @@
 """Telegram HTML split to Telegram's message size: ``split_html``, ours (no library splits
-Telegram HTML). See its docstring for how it counts; ``channels/telegram_format.py`` makes the
+Telegram HTML). See its docstring for how it counts; ``channels/telegram/format.py`` makes the
 HTML it splits.
 """
 
@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from channels.telegram_format import TAG, plain_text
+from channels.telegram.format import TAG, plain_text
 
 __all__ = ["MIN_SPLIT_LIMIT", "split_html"]
 

@@ -1,4 +1,4 @@
-"""channels.telegram_api: the Bot API's control calls against the fake Bot API on 127.0.0.1."""
+"""channels.telegram.api: the Bot API's control calls against the fake Bot API on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from bruce.errors import ConfigError
-from channels.telegram_api import BotAPI, Refused, Unreachable, check_token
+from channels.telegram.api import BotAPI, Refused, Unreachable, check_token
 from tests.fakes.telegram_api import FakeTelegramAPI
 
 

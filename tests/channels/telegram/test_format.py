@@ -1,6 +1,6 @@
-"""channels.telegram_format: Markdown to Telegram HTML, and the plain fallback.
+"""channels.telegram.format: Markdown to Telegram HTML, and the plain fallback.
 
-Well-formedness is checked against Telegram's rules by ``tests/channels/telegram_html.py``."""
+Well-formedness is checked against Telegram's rules by ``tests/channels/telegram/html_rules.py``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from channels.telegram_format import plain_text, to_telegram_html
-from channels.telegram_split import MIN_SPLIT_LIMIT, split_html
-from tests.channels.telegram_html import problems, visible, well_formed
+from channels.telegram.format import plain_text, to_telegram_html
+from channels.telegram.split import MIN_SPLIT_LIMIT, split_html
+from tests.channels.telegram.html_rules import problems, visible, well_formed
 
 # ---- each construct -------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""channels.telegram_split: Telegram HTML split into well-formed pieces of Telegram's size."""
+"""channels.telegram.split: Telegram HTML split into well-formed pieces of Telegram's size."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from channels.telegram_format import plain_text, to_telegram_html
-from channels.telegram_split import MIN_SPLIT_LIMIT, split_html
-from tests.channels.telegram_html import problems, visible, well_formed
+from channels.telegram.format import plain_text, to_telegram_html
+from channels.telegram.split import MIN_SPLIT_LIMIT, split_html
+from tests.channels.telegram.html_rules import problems, visible, well_formed
 
 
 def _long_answer() -> str:
@@ -131,7 +131,7 @@ def test_the_visible_text_survives_a_split() -> None:
 def test_the_one_piece_shortcut_gives_what_the_full_split_gives() -> None:
     """``split_html`` returns a text that is already one piece as it is; checked against the
     atom-by-atom split on short replies, edge cases and random markup."""
-    from channels.telegram_split import _already_one_piece, _split
+    from channels.telegram.split import _already_one_piece, _split
 
     fragments = ["word", " ", "\n", "\n\n", "<b>", "</b>", "<i>", "</i>", "&amp;", "&#32;", "&nbsp;", "&#10;", "<br/>",
                  '<a href="https://example.com">', "</a>", "<pre>", "</pre>", "<code>", "</code>", "x" * 30, "é🙂", "<",

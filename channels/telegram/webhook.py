@@ -16,12 +16,12 @@ from aiohttp import web
 
 from bruce.config.schema import TelegramWebhookConfig
 from bruce.errors import BruceError, StoreError
-from channels.telegram_api import ALLOWED_UPDATES, BotAPI, Refused, Unreachable
+from channels.telegram.api import ALLOWED_UPDATES, BotAPI, Refused, Unreachable
 
 if TYPE_CHECKING:
     from aiogram.types import Update
 
-    from channels.telegram_bot import TelegramBot
+    from channels.telegram.bot import TelegramBot
 
 __all__ = ["WebhookServer"]
 

@@ -1,14 +1,14 @@
 """The Telegram channel, on aiogram 3: the adapter behind the channel port.
 
-aiogram stays in the ``channels/telegram*.py`` modules; ``bruce`` never imports it. This module
+aiogram stays in the ``channels/telegram/`` package; ``bruce`` never imports it. This module
 does not import it either: ``import aiogram`` costs seconds of CPU, so the control calls
 (``getMe``, ``deleteWebhook``, ``setMyCommands``, ``setWebhook``, ``getUpdates``) are plain
 Bot API requests (JSON over aiohttp) and receiving starts at once, while
-``channels.telegram_bot`` (aiogram: reading updates into its types, sending) is imported in
+``channels.telegram.bot`` (aiogram: reading updates into its types, sending) is imported in
 a thread beside it. The first updates wait for that import, never the other way round.
 
-Receiving (``telegram_polling.py``, ``telegram_webhook.py``; the control calls in
-``telegram_api.py``). Long polling by default: our own loop around ``getUpdates``, not aiogram's
+Receiving (``polling.py``, ``webhook.py``; the control calls in
+``api.py``). Long polling by default: our own loop around ``getUpdates``, not aiogram's
 ``Dispatcher.start_polling``, because a bot must never end up half-dead: ``getMe`` at start
 is retried with backoff while the network is down (a 401 is a clear error naming
 ``channels.telegram.token``); any webhook is deleted first; ``409 Conflict`` (another
@@ -24,22 +24,23 @@ failure leaves it with Telegram, to be fetched again. Webhook mode serves
 ``channels.telegram.webhook`` with aiohttp, checks ``X-Telegram-Bot-Api-Secret-Token`` on
 every request (401 without it) and answers 200 once the update is handled.
 
-Access: ``deliver`` applies the allow-list (and pairing). In groups (``groups: true``), only
-messages that mention the bot or reply to it are passed on, without the mention. ``/id`` answers
-anyone in a private chat (a stranger once a minute); in a group, a sender outside
-``allowed_users`` gets no answer to ``/id``, ``/start`` or ``/help``.
+Access (``updates.py``, which handles each update): ``deliver`` applies the allow-list (and
+pairing). In groups (``groups: true``), only messages that mention the bot or reply to it are
+passed on, without the mention. ``/id`` answers anyone in a private chat (a stranger once a
+minute); in a group, a sender outside ``allowed_users`` gets no answer to ``/id``, ``/start`` or
+``/help``.
 
 While a turn runs: ``typing`` every 4 s; in private chats the progress events are shown as a
 ``sendMessageDraft`` draft (tool steps, then the answer as it streams), at most one draft a
 second, and typing alone if the server refuses drafts (for every chat when it does not know
 the method, for the turn when one chat's draft is refused). The reply itself is always a normal
-``sendMessage``: the model's Markdown as Telegram HTML (``telegram_format``), plain text if
+``sendMessage``: the model's Markdown as Telegram HTML (``format``), plain text if
 Telegram cannot parse it. Approval requests carry inline Approve / Deny buttons whose
 ``callback_data`` holds only the decision and the request id; a press calls ``decide``, and
 the request message is edited to show the outcome, without buttons. A step-up request has
 no Approve button: it says to run ``bruce approve ID`` on the machine.
 
-Telegram's errors become ``ChannelSendError`` (``telegram_bot.translate_error``):
+Telegram's errors become ``ChannelSendError`` (``bot.translate_error``):
 ``RetryAfter`` retryable with its ``retry_after``; network errors and 5xx retryable; a
 blocked bot, a chat not found and other refusals permanent. The outbox does the rest.
 """
@@ -50,7 +51,6 @@ import asyncio
 import contextlib
 import html
 import importlib
-import re
 import time
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -59,23 +59,21 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from bruce.channel import ConfirmationRequest, Inbound, IncomingMessage
+from bruce.channel import ConfirmationRequest, Inbound
 from bruce.clock import Clock
 from bruce.config.schema import TelegramConfig
 from bruce.errors import BruceError, ChannelSendError, ConfigError
-from bruce.limits import Quiet
-from bruce.turns.commands import COMMANDS, help_text
+from bruce.turns.commands import COMMANDS
 from bruce.turns.progress import ProgressEvent, TextDelta, Thinking, ToolFinished, ToolStarted
-from channels.telegram_api import BotAPI, Refused, Unreachable, check_token
-from channels.telegram_format import to_telegram_html
-from channels.telegram_polling import Poller
-from channels.telegram_split import split_html
-from channels.telegram_webhook import WebhookServer
+from channels.telegram.api import BotAPI, Refused, Unreachable, check_token
+from channels.telegram.format import to_telegram_html
+from channels.telegram.polling import Poller
+from channels.telegram.split import split_html
+from channels.telegram.updates import PLATFORM, UpdateHandler
+from channels.telegram.webhook import WebhookServer
 
 if TYPE_CHECKING:
-    from aiogram.types import CallbackQuery, Message, Update
-
-    from channels.telegram_bot import TelegramBot
+    from channels.telegram.bot import TelegramBot
 
 __all__ = ["TelegramChannel"]
 
@@ -83,12 +81,7 @@ log = structlog.get_logger(__name__)
 
 TYPING_EVERY_S = 4.0
 DRAFT_EVERY_S = 1.0
-ID_QUIET_S = 60.0  # a sender outside the allow-list gets one /id answer a minute
-PLATFORM = "Telegram"
 MENU = [{"command": spec.name, "description": spec.menu_line(PLATFORM)} for spec in COMMANDS]  # setMyCommands
-UNSUPPORTED = "I can only read text messages for now; photos, voice messages, stickers and files are not supported yet."
-ABOUT = ("Write to me in plain text. When an action needs your approval I ask first, with buttons. Documents I "
-         "save arrive as files.")
 
 
 class TelegramChannel:
@@ -103,24 +96,20 @@ class TelegramChannel:
         self._api = BotAPI(section.token.get_secret_value(), section.api_base)
         self._section = section
         self._clock = clock
-        self._assistant = assistant_name
-        self._inbound: Inbound | None = None
         self._sdk: asyncio.Task[TelegramBot] | None = None  # aiogram, loading in a thread
         self._username = ""
-        self._bot_id = 0
+        self._updates = UpdateHandler(section, clock=clock, assistant_name=assistant_name, bot=self._bot)
         self._poller = Poller(self._api, poll_timeout_s=section.poll_timeout_s, clock=clock, connect=self._reconnect,
-                              bot=self._bot, handle=self._handle, received=self._received)
-        self._webhook = WebhookServer(self._api, section.webhook, bot=self._bot, handle=self._handle,
+                              bot=self._bot, handle=self._updates.handle, received=self._received)
+        self._webhook = WebhookServer(self._api, section.webhook, bot=self._bot, handle=self._updates.handle,
                                       received=self._received)
         self._drafts_refused = False
-        self._order = asyncio.Lock()  # updates are handled one at a time, in order
         self.last_receive: datetime | None = None  # the last getUpdates (or webhook call) that completed
-        self._id_told = Quiet(ID_QUIET_S)  # strangers answered /id lately
 
     # lifecycle ---------------------------------------------------------------------------
 
     async def start(self, inbound: Inbound) -> None:
-        self._inbound = inbound
+        self._updates.attach(inbound)
         self._sdk = asyncio.create_task(self._load_sdk(), name="telegram.sdk")
         connected = await self._connect(first=True)
         if self._section.mode == "webhook":
@@ -134,7 +123,7 @@ class TelegramChannel:
     async def _load_sdk(self) -> TelegramBot:
         started = time.monotonic()
         try:
-            module = await asyncio.to_thread(importlib.import_module, "channels.telegram_bot")
+            module = await asyncio.to_thread(importlib.import_module, "channels.telegram.bot")
         except Exception:  # a broken install: nothing can be read or sent, say so once
             log.exception("telegram.sdk_failed")
             raise
@@ -171,7 +160,7 @@ class TelegramChannel:
                 return False
             raise
         self._username = str((me or {}).get("username") or "").lower()
-        self._bot_id = int((me or {}).get("id") or 0)
+        self._updates.identify(self._username, int((me or {}).get("id") or 0))
         with contextlib.suppress(Refused, *Unreachable):
             await self._api.call("setMyCommands", {"commands": MENU})
         return True
@@ -189,7 +178,7 @@ class TelegramChannel:
             else:  # still importing (its thread finishes on its own) or failed (logged where awaited)
                 self._sdk.cancel()
             self._sdk = None
-        self._inbound = None
+        self._updates.attach(None)
 
     # receiving ---------------------------------------------------------------------------
 
@@ -200,87 +189,6 @@ class TelegramChannel:
     def webhook_port(self) -> int | None:
         """The port the webhook server listens on (the configured one, or the one given for 0)."""
         return self._webhook.port
-
-    # one update ------------------------------------------------------------------------
-
-    async def _handle(self, update: Update) -> None:
-        async with self._order:
-            if update.message is not None:
-                await self._on_message(update.message)
-            elif update.callback_query is not None:
-                await self._on_button(update.callback_query)
-            elif update.edited_message is not None:
-                log.info("telegram.edit_ignored", chat=update.edited_message.chat.id)
-
-    async def _on_message(self, message: Message) -> None:
-        if self._inbound is None or message.from_user is None:
-            return
-        private = message.chat.type == "private"
-        sender = str(message.from_user.id)
-        text = message.text
-        if not private:
-            if not self._section.groups:
-                return
-            text = self._addressed_text(message)
-            if text is None:
-                return
-        if text is None:
-            if sender in self._section.allowed_users:  # not for strangers: they get nothing
-                await (await self._bot()).send_plain(message.chat.id, UNSUPPORTED)
-            return
-        if await self._local_command(message, text, sender, private):
-            return
-        await self._inbound.deliver(IncomingMessage(
-            channel=self.name, chat_id=str(message.chat.id), sender_id=sender, text=text,
-            platform_message_id=f"{message.chat.id}:{message.message_id}", timestamp=message.date,
-            private=private, sender_name=message.from_user.full_name or message.from_user.username))
-
-    def _addressed_text(self, message: Message) -> str | None:
-        """In a group: the text if it mentions the bot or replies to it (mention removed), else None."""
-        text = message.text or ""
-        replied = message.reply_to_message
-        to_us = replied is not None and replied.from_user is not None and replied.from_user.id == self._bot_id
-        # @name, not the start of a longer one (@name_2bot is another bot)
-        found = re.search(rf"@{re.escape(self._username)}(?!\w)", text, re.IGNORECASE) if self._username else None
-        if found:
-            return (text[:found.start()] + text[found.end():]).strip() or None
-        return (text.strip() or None) if to_us else None
-
-    async def _local_command(self, message: Message, text: str, sender: str, private: bool) -> bool:
-        """/start, /help and /id are answered here; /approve, /deny, /new, /jobs and everything else go on.
-        In a group, a sender outside ``allowed_users`` gets no answer to them; in a private chat,
-        /id answers anyone (that is how a new user learns their id), a stranger once a minute."""
-        word = text.strip().split(maxsplit=1)[0].lower() if text.strip() else ""
-        word = word.split("@", 1)[0]
-        if word not in ("/id", "/start", "/help"):
-            return False
-        allowed = sender in self._section.allowed_users
-        if not private and not allowed:
-            log.info("telegram.group_command_ignored", chat=message.chat.id, command=word)
-            return True
-        if word == "/id":
-            if allowed or self._id_told.first_in_a_while(sender, self._clock.monotonic()):
-                await (await self._bot()).send_plain(message.chat.id, f"Your Telegram user id is {sender}.")
-            return True
-        if allowed:
-            await (await self._bot()).send_plain(message.chat.id, help_text(self._assistant, about=ABOUT, platform=PLATFORM))
-            return True
-        return False  # /start or /help from a stranger goes on to admission (pairing explains itself)
-
-    async def _on_button(self, query: CallbackQuery) -> None:
-        if self._inbound is None:
-            return
-        bot = await self._bot()
-        verb, _, rid = (query.data or "").partition(":")
-        message = query.message
-        if verb not in ("approve", "deny") or message is None or not hasattr(message, "text"):
-            await bot.answer_button(query, "This button is not one of mine.", alert=True)
-            return
-        report = await self._inbound.decide(f"{self.name}:{message.chat.id}", str(query.from_user.id), rid,
-                                            verb == "approve")
-        await bot.answer_button(query, report.text, alert=not report.accepted)
-        if report.accepted:
-            await bot.show_outcome(message, report.text)  # type: ignore[arg-type]  # (a Message: it has text)
 
     # sending -----------------------------------------------------------------------------
 
