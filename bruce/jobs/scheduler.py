@@ -28,12 +28,11 @@ impossible even without the lock.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol
 
 import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -46,6 +45,7 @@ from bruce.jobs.book import QUIET_TOKEN, JobBook
 from bruce.jobs.schedule import Schedule, local_text
 from bruce.llm.budget import Budget
 from bruce.records import JobRecord, JobRunRecord
+from bruce.runtime.locks import FileLock
 from bruce.store import Store
 from bruce.texts import job_missed
 from bruce.turns.runner import TurnOutcome
@@ -98,7 +98,7 @@ class Scheduler:
         self._timer: AsyncIOScheduler | None = None
         self._armed: dict[str, str] = {}  # job id -> the next_run_at its timer is set for
         self._firing: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self._lock: TextIO | None = None
+        self._lock = FileLock(settings.lock_path) if settings.lock_path is not None else None
         self._sync_task: asyncio.Task[None] | None = None
         self._changes: set[str] = set()
         self._change_task: asyncio.Task[None] | None = None
@@ -163,21 +163,10 @@ class Scheduler:
 
     def release(self) -> None:
         if self._lock is not None:
-            self._lock.close()  # closing the file releases the lock
-            self._lock = None
+            self._lock.release()
 
     def _take_lock(self) -> bool:
-        path = self._settings.lock_path
-        if path is None:
-            return True
-        handle = path.open("w")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            return False
-        self._lock = handle
-        return True
+        return self._lock is None or self._lock.take()
 
     # keeping the timer in step with the table -------------------------------------------
 

@@ -8,11 +8,10 @@ drains the turns in flight and closes everything in order. The admin page is ser
 
 from __future__ import annotations
 
-import fcntl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -27,6 +26,7 @@ from bruce.llm.service import LLMService
 from bruce.memory.long_term import Memory
 from bruce.runtime.control import Control, ServerStatus
 from bruce.runtime.event_loop import running_loop_name
+from bruce.runtime.locks import FileLock
 from bruce.runtime.outbox import Outbox
 from bruce.runtime.worker import Worker
 from bruce.store import Store
@@ -67,22 +67,18 @@ class App:
     adapters: frozenset[str] = frozenset()  # the chat platforms this build has an adapter for
     stop_tools: Callable[[], None] = lambda: None  # ends the tools' worker processes (calculator, page reader)
     _stopped: bool = field(default=False, init=False)
-    _locks: list[TextIO] = field(default_factory=list, init=False)
+    _locks: list[FileLock] = field(default_factory=list, init=False)
 
     def _claim_channels(self) -> None:
         """One process per channel and database: a second `bruce chat` on the same database
         would answer the same messages and run the same approved actions twice."""
         for name in self.channels:
-            path = Path(f"{self.config.storage.path}.{name}.lock")
-            handle = path.open("w")
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.close()
+            lock = FileLock(Path(f"{self.config.storage.path}.{name}.lock"))
+            if not lock.take():
                 raise BruceError(
                     f"another Bruce process is already serving the {name} channel with {self.config.storage.path}; "
-                    "stop it first (one process per channel and database)") from None
-            self._locks.append(handle)
+                    "stop it first (one process per channel and database)")
+            self._locks.append(lock)
 
     def warnings(self) -> list[str]:
         """What is missing for Bruce to be useful, each with how to fix it."""
@@ -187,7 +183,7 @@ class App:
             self.stop_tools()
         if self.scheduler is not None:
             self.scheduler.release()
-        for handle in self._locks:  # closing the file releases the lock
-            handle.close()
+        for lock in self._locks:
+            lock.release()
         self._locks.clear()
         log.info("app.stopped")
