@@ -14,20 +14,20 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
 from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.jobs.schedule import SCHEDULE_FIELDS, Schedule, ScheduleError, local_text, parse_schedule, stored_schedule
 from bruce.records import JobRecord
 from bruce.store import Store
-from bruce.values import ConversationId, JobStatus
+from bruce.values import ConversationId, ExecutionMode, JobStatus, Notify
 
-__all__ = ["JobBook", "JobError", "JobView", "ScheduleError", "MODES", "NOTIFY", "MAX_CONTENT_CHARS", "QUIET_TOKEN"]
+__all__ = ["JobBook", "JobError", "JobView", "ScheduleError", "MAX_CONTENT_CHARS", "QUIET_TOKEN"]
 
-MODES = ("message", "agent")
-NOTIFY = ("always", "if_actionable")
 MAX_CONTENT_CHARS = 4000
+_E = TypeVar("_E", bound=StrEnum)
 QUIET_TOKEN = "NOTHING_TO_REPORT"  # an agent run with notify if_actionable answers exactly this to send nothing
 
 
@@ -50,8 +50,8 @@ class JobView:
 
     def as_dict(self) -> dict[str, Any]:
         j = self.job
-        return {"job_id": j.id, "status": str(j.status), "execution_mode": j.execution_mode, "content": j.content,
-                "description": j.description, "next_run": self.next_run_local, "notify": j.notify,
+        return {"job_id": j.id, "status": str(j.status), "execution_mode": str(j.execution_mode), "content": j.content,
+                "description": j.description, "next_run": self.next_run_local, "notify": str(j.notify),
                 "flagged": j.flagged}
 
     def line(self) -> str:
@@ -90,9 +90,10 @@ class JobBook:
 
     async def create(self, conversation_id: str, args: dict[str, Any]) -> JobView:
         """A new job for this conversation, or the same one made in the last ten minutes."""
-        mode = _choice(args.get("execution_mode"), "execution_mode", MODES)
+        mode = _choice(args.get("execution_mode"), "execution_mode", ExecutionMode)
         content = _content(args.get("content"))
-        notify = _choice(args.get("notify", "always") or "always", "notify", NOTIFY) if mode == "agent" else "always"
+        notify = (_choice(args.get("notify", Notify.ALWAYS) or Notify.ALWAYS, "notify", Notify)
+                  if mode is ExecutionMode.AGENT else Notify.ALWAYS)
         now = self._clock.now()
         schedule = parse_schedule(args, now=now, default_zone=self._zone)
         first = schedule.next_after(now)
@@ -191,11 +192,12 @@ class JobBook:
         return JobView(fresh if fresh is not None else replace(job, **changes))
 
 
-def _choice(value: Any, name: str, allowed: tuple[str, ...]) -> str:
+def _choice(value: Any, name: str, kind: type[_E]) -> _E:
+    allowed = [member.value for member in kind]
     if value not in allowed:
         shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
         raise JobError(f"{name}: must be one of {', '.join(repr(a) for a in allowed)} (got {shown})")
-    return str(value)
+    return kind(value)
 
 
 def _content(value: Any) -> str:
@@ -207,9 +209,9 @@ def _content(value: Any) -> str:
     return value.strip()
 
 
-def _dedup_key(conversation_id: str, mode: str, content: str, notify: str, args: dict[str, Any]) -> str:
+def _dedup_key(conversation_id: str, mode: ExecutionMode, content: str, notify: Notify, args: dict[str, Any]) -> str:
     """The same conversation, schedule (as asked) and content: the same job, inside the window."""
     schedule = {name: args.get(name) for name in (*SCHEDULE_FIELDS, "timezone") if args.get(name) is not None}
-    text = json.dumps([conversation_id, mode, content, notify, schedule], sort_keys=True, default=str)
+    text = json.dumps([conversation_id, str(mode), content, str(notify), schedule], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 

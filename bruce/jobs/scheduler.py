@@ -50,7 +50,7 @@ from bruce.store import Store
 from bruce.texts import job_missed
 from bruce.turns.runner import TurnOutcome
 from bruce.turns.scope import ToolFilter
-from bruce.values import JobRunStatus, JobStatus, MessageKind, MessageStatus, TurnStatus
+from bruce.values import ExecutionMode, JobRunStatus, JobStatus, MessageKind, MessageStatus, Notify, TurnStatus
 
 __all__ = ["Scheduler", "SchedulerSettings", "Doors", "no_proactive_tools"]
 
@@ -314,7 +314,7 @@ class Scheduler:
 
     async def _deliver(self, job: JobRecord, run_id: int) -> tuple[JobRunStatus, str | None]:
         """Send the run's message or run its turn; record it. (status, error or None)."""
-        if job.execution_mode == "message":
+        if job.execution_mode is ExecutionMode.MESSAGE:
             message_id = await self._doors.post(job.conversation_id, job.content)
             return await self._record_sent(run_id, message_id, None, job.content)
         over = await self._budget.reached() if self._budget is not None else None
@@ -323,7 +323,7 @@ class Scheduler:
             await self._jobs.finish_run(run_id, status=JobRunStatus.OVER_BUDGET,
                                         error=f"skipped: the day's LLM budget is spent (resets {utc_iso(over.resets_at)})")
             return JobRunStatus.OVER_BUDGET, None
-        quiet = QUIET_TOKEN if job.notify == "if_actionable" else None
+        quiet = QUIET_TOKEN if job.notify is Notify.IF_ACTIONABLE else None
         outcome = await self._doors.run_proactive(job.conversation_id, job.content, job_id=job.id,
                                                   tools=no_proactive_tools, quiet_token=quiet)
         if outcome.quiet:
@@ -389,7 +389,7 @@ class Scheduler:
                 await self._settle(job, run)
 
     async def _settle(self, job: JobRecord, run: JobRunRecord) -> None:
-        if job.execution_mode == "message":
+        if job.execution_mode is ExecutionMode.MESSAGE:
             message_id = await self._jobs.outbound_since(job.conversation_id, job.content, run.started_at)
             if message_id is None:  # nothing was stored: it was never sent; it fires again
                 await self._jobs.release_run(run.id)
