@@ -69,7 +69,7 @@ from bruce.clock import Clock
 from bruce.config.schema import DiscordConfig
 from bruce.errors import BruceError, ChannelSendError, ConfigError, StoreError
 from bruce.turns.commands import COMMANDS, CommandSpec, help_text
-from bruce.values import DecisionOutcome
+from bruce.values import ConversationId, DecisionOutcome
 from channels.discord_format import MESSAGE_LIMIT, split_message
 from channels.discord_ui import NO_MENTIONS, StatusMessage, approval_text, approval_view, decided_text, parse_custom_id
 
@@ -328,7 +328,7 @@ class DiscordChannel:
         if parsed is None or self._inbound is None:
             return
         approve, rid = parsed
-        report = await self._inbound.decide(f"{self.name}:{interaction.channel_id}", str(interaction.user.id),
+        report = await self._inbound.decide(ConversationId(self.name, str(interaction.channel_id)), str(interaction.user.id),
                                             rid, approve)
         await self._answer_press(interaction, rid, report)
 

@@ -66,6 +66,7 @@ from bruce.errors import BruceError, ChannelSendError, ConfigError
 from bruce.limits import Quiet
 from bruce.turns.commands import COMMANDS, help_text
 from bruce.turns.progress import ProgressEvent, TextDelta, Thinking, ToolFinished, ToolStarted
+from bruce.values import ConversationId
 from channels.telegram_api import BotAPI, Refused, Unreachable, check_token
 from channels.telegram_format import to_telegram_html
 from channels.telegram_polling import Poller
@@ -276,7 +277,7 @@ class TelegramChannel:
         if verb not in ("approve", "deny") or message is None or not hasattr(message, "text"):
             await bot.answer_button(query, "This button is not one of mine.", alert=True)
             return
-        report = await self._inbound.decide(f"{self.name}:{message.chat.id}", str(query.from_user.id), rid,
+        report = await self._inbound.decide(ConversationId(self.name, str(message.chat.id)), str(query.from_user.id), rid,
                                             verb == "approve")
         await bot.answer_button(query, report.text, alert=not report.accepted)
         if report.accepted:

@@ -27,7 +27,7 @@ from bruce.contracts import Risk, ToolContext, ToolContract, ToolHandler
 from bruce.errors import ToolFailed, ToolInputInvalid
 from bruce.jobs.book import MAX_CONTENT_CHARS, JobBook, JobError, JobView
 from bruce.jobs.schedule import SCHEDULE_FIELDS, ScheduleError
-from bruce.values import ExecutionMode, JobStatus, Notify
+from bruce.values import ConversationId, ExecutionMode, JobStatus, Notify
 
 __all__ = ["PROACTIVE_CREATE", "PROACTIVE_LIST", "PROACTIVE_UPDATE", "PROACTIVE_CANCEL", "proactive_tools",
            "ACTIONS", "NO_SCHEDULER"]
@@ -202,7 +202,7 @@ class _Proactive:
     def __init__(self, jobs: JobBook | None) -> None:
         self._jobs = jobs
 
-    def _where(self, ctx: ToolContext) -> tuple[JobBook, str]:
+    def _where(self, ctx: ToolContext) -> tuple[JobBook, ConversationId]:
         if self._jobs is None:
             raise ToolFailed(NO_SCHEDULER, code="unavailable")
         if ctx.conversation_id is None:

@@ -88,7 +88,7 @@ class JobBook:
         for listener in list(self._listeners):
             listener(job_id)
 
-    async def create(self, conversation_id: str, args: dict[str, Any]) -> JobView:
+    async def create(self, conversation_id: ConversationId, args: dict[str, Any]) -> JobView:
         """A new job for this conversation, or the same one made in the last ten minutes."""
         mode = _choice(args.get("execution_mode"), "execution_mode", ExecutionMode)
         content = _content(args.get("content"))
@@ -99,39 +99,38 @@ class JobBook:
         first = schedule.next_after(now)
         stamp = utc_iso(now)
         job = JobRecord(
-            id=secrets.token_hex(5), conversation_id=conversation_id, execution_mode=mode, content=content,
+            id=secrets.token_hex(5), conversation_id=str(conversation_id), execution_mode=mode, content=content,
             schedule_kind=schedule.kind, schedule_value=schedule.value, timezone=schedule.zone.key, notify=notify,
             description=schedule.describe(), status=JobStatus.ACTIVE, next_run_at=utc_iso(first) if first else None,
             anchor_at=utc_iso(schedule.anchor), failures=0, flagged=None,
-            dedup_key=_dedup_key(conversation_id, mode, content, notify, args), created_at=stamp, updated_at=stamp)
-        where = ConversationId.parse(conversation_id)
-        await self._messages.ensure_conversation(conversation_id, where.channel, where.chat_id)
+            dedup_key=_dedup_key(str(conversation_id), mode, content, notify, args), created_at=stamp, updated_at=stamp)
+        await self._messages.ensure_conversation(str(conversation_id), conversation_id.channel, conversation_id.chat_id)
         stored, created = await self._jobs.create(job, dedup_since=utc_iso(now - self._dedup_window))
         if created:
             self._changed(stored.id)
         return JobView(stored, created)
 
-    async def list(self, conversation_id: str) -> list[JobView]:
-        return [JobView(j) for j in await self._jobs.for_conversation(conversation_id)]
+    async def list(self, conversation_id: ConversationId) -> list[JobView]:
+        return [JobView(j) for j in await self._jobs.for_conversation(str(conversation_id))]
 
-    async def get(self, conversation_id: str | None, job_id: Any) -> JobRecord:
+    async def get(self, conversation_id: ConversationId | None, job_id: Any) -> JobRecord:
         """The job, if it belongs to ``conversation_id`` (None: the owner, on the machine)."""
         if not isinstance(job_id, str) or not job_id.strip():
             raise JobError("job_id: give the id of a job, as proactive_list shows it")
         job = await self._jobs.get(job_id.strip().lower())
-        if job is None or (conversation_id is not None and job.conversation_id != conversation_id):
+        if job is None or (conversation_id is not None and job.conversation_id != str(conversation_id)):
             raise JobError(f"job_id: there is no job {job_id.strip()[:40]!r} in this conversation; "
                            "proactive_list shows its jobs")
         return job
 
-    async def pause(self, conversation_id: str | None, job_id: Any) -> JobView:
+    async def pause(self, conversation_id: ConversationId | None, job_id: Any) -> JobView:
         job = await self.get(conversation_id, job_id)
         if job.status is JobStatus.PAUSED:
             return JobView(job)
         self._live(job, "paused")
         return await self._change(job, expect=(JobStatus.ACTIVE,), status=JobStatus.PAUSED)
 
-    async def resume(self, conversation_id: str | None, job_id: Any) -> JobView:
+    async def resume(self, conversation_id: ConversationId | None, job_id: Any) -> JobView:
         job = await self.get(conversation_id, job_id)
         if job.status is JobStatus.ACTIVE:
             return JobView(job)
@@ -148,7 +147,7 @@ class JobBook:
         return await self._change(job, expect=(JobStatus.PAUSED,), status=JobStatus.ACTIVE,
                                   next_run_at=utc_iso(nxt) if nxt else None)
 
-    async def reschedule(self, conversation_id: str | None, job_id: Any, args: dict[str, Any]) -> JobView:
+    async def reschedule(self, conversation_id: ConversationId | None, job_id: Any, args: dict[str, Any]) -> JobView:
         job = await self.get(conversation_id, job_id)
         self._live(job, "rescheduled")
         if not any(args.get(name) is not None for name in SCHEDULE_FIELDS):
@@ -162,7 +161,7 @@ class JobBook:
             description=schedule.describe(), anchor_at=utc_iso(schedule.anchor), next_run_at=utc_iso(nxt) if nxt else None,
             failures=0, flagged=None)
 
-    async def cancel(self, conversation_id: str | None, job_id: Any) -> JobView:
+    async def cancel(self, conversation_id: ConversationId | None, job_id: Any) -> JobView:
         job = await self.get(conversation_id, job_id)
         if job.status is JobStatus.CANCELLED:
             return JobView(job)

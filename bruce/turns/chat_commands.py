@@ -25,7 +25,7 @@ from bruce.texts import jobs_listing, memory_listing, new_session
 from bruce.turns.agent_loop import LLM
 from bruce.turns.commands import Command, CommandName, help_text
 from bruce.turns.indicator import Indicator
-from bruce.values import MessageKind
+from bruce.values import ConversationId, MessageKind
 
 __all__ = ["ChatCommands"]
 
@@ -59,7 +59,7 @@ class ChatCommands:
         if command.name is CommandName.NEW:
             await self._new_session(inbound)
             return
-        await self._outbox.post(inbound.conversation_id, await self._answer(inbound, command),
+        await self._outbox.post(ConversationId.parse(inbound.conversation_id), await self._answer(inbound, command),
                                 kind=MessageKind.NOTICE, inbound_id=inbound.id)
 
     async def _answer(self, inbound: StoredMessage, command: Command) -> str:
@@ -93,12 +93,12 @@ class ChatCommands:
         """``/new``: fold the session so far into the summary (one model call; if it fails the
         messages leave the window all the same), start the new session at this message, and
         close it with a notice (kept out of the model's history, like the ``/new`` itself)."""
-        cid = inbound.conversation_id
+        cid = ConversationId.parse(inbound.conversation_id)
         async with self._indicator.showing(cid):
             folded = await fold_session(self._store, self._llm, cid, model=self._summary_model)
-        await self._store.messages.start_session(cid, at_message_id=inbound.id)
+        await self._store.messages.start_session(str(cid), at_message_id=inbound.id)
         kept = folded is Folded.STORED or (
-            folded is Folded.NOTHING and await self._store.messages.latest_summary(cid) is not None)
-        log.info("conversation.new_session", conversation=cid, summary=str(folded))
+            folded is Folded.NOTHING and await self._store.messages.latest_summary(str(cid)) is not None)
+        log.info("conversation.new_session", conversation=str(cid), summary=str(folded))
         await self._outbox.post(cid, new_session(summary_kept=kept, summary_failed=folded is Folded.FAILED),
                                 kind=MessageKind.NOTICE, inbound_id=inbound.id)

@@ -40,9 +40,9 @@ class Conversations:
         self._runner = runner
         self._commands = commands
         self._decisions = decisions
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[ConversationId, asyncio.Lock] = {}
 
-    def lock(self, conversation_id: str) -> asyncio.Lock:
+    def lock(self, conversation_id: ConversationId) -> asyncio.Lock:
         """One turn at a time per conversation."""
         return self._locks.setdefault(conversation_id, asyncio.Lock())
 
@@ -58,17 +58,17 @@ class Conversations:
             await self._commands.handle(inbound, command)
 
     async def decide(
-        self, conversation_id: str, user_id: str, confirmation_id: str, approve: bool,
+        self, conversation_id: ConversationId, user_id: str, confirmation_id: str, approve: bool,
     ) -> tuple[DecisionReport, PendingAction | None]:
         """A decision from a button (``Decisions.decide``)."""
         return await self._decisions.decide(conversation_id, user_id, confirmation_id, approve)
 
     async def run_approved(self, action: PendingAction, user_id: str | None) -> None:
         """Run an approved action in its conversation's order, then report it."""
-        await self._decisions.run_approved(action, user_id, lock=self.lock(action.conversation_id))
+        await self._decisions.run_approved(action, user_id, lock=self.lock(ConversationId.parse(action.conversation_id)))
 
     async def run_proactive(
-        self, conversation_id: str, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,
+        self, conversation_id: ConversationId, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,
         job_id: str | None = None, tools: ToolFilter | None = None, quiet_token: str | None = None,
     ) -> TurnOutcome:
         """A turn with no inbound message (``TurnRunner.run_proactive``), in the conversation's order."""
@@ -76,13 +76,13 @@ class Conversations:
         return await self._runner.run_proactive(conversation_id, prompt, lock=self.lock(conversation_id),
                                                 source=source, job_id=job_id, tools=tools, quiet_token=quiet_token)
 
-    async def post(self, conversation_id: str, text: str) -> int:
+    async def post(self, conversation_id: ConversationId, text: str) -> int:
         """A message that needs no model (a reminder): stored, then sent through the outbox."""
         if not text.strip():
             raise ValueError("post: the text is empty")
         await self._ensure(conversation_id)
         return await self._outbox.post(conversation_id, text)
 
-    async def _ensure(self, conversation_id: str) -> None:
-        conversation = ConversationId.parse(conversation_id)
-        await self._store.messages.ensure_conversation(conversation_id, conversation.channel, conversation.chat_id)
+    async def _ensure(self, conversation_id: ConversationId) -> None:
+        await self._store.messages.ensure_conversation(str(conversation_id), conversation_id.channel,
+                                                       conversation_id.chat_id)
