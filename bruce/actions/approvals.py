@@ -47,11 +47,10 @@ class ApprovalDesk:
         self._outbox = outbox
         self._admin_base_url = admin_base_url
 
-    async def run(self, action: PendingAction, *, history: list[dict[str, Any]], user_id: str | None,
-                  inbound_id: int | None = None) -> None:
+    async def run(self, conversation: ConversationId, action: PendingAction, *, history: list[dict[str, Any]],
+                  user_id: str | None, inbound_id: int | None = None) -> None:
         """Run an approved action (already ``running``), then report it. With ``inbound_id``
         (a typed ``/approve``), that message is closed with the report."""
-        conversation = ConversationId.parse(action.conversation_id)  # a stored request
         scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation, user_id=user_id,
                           source=TurnSource.CONFIRMATION)
         with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=action.conversation_id):

@@ -222,7 +222,7 @@ class Worker:
         for attempt in range(s.store_retries + 1):
             try:
                 async with self.conversations.lock(conversation_id):
-                    await self._handle(message_id, sender_id, retry=attempt > 0)
+                    await self._handle(conversation_id, message_id, sender_id, retry=attempt > 0)
                 if self._on_answered is not None:
                     self._on_answered(conversation_id, message_id)
                 break
@@ -238,7 +238,9 @@ class Worker:
                 return
         self._maybe_fold(conversation_id)
 
-    async def _handle(self, message_id: int, sender_id: str | None, *, retry: bool) -> None:
+    async def _handle(
+        self, conversation: ConversationId, message_id: int, sender_id: str | None, *, retry: bool,
+    ) -> None:
         stored = await self._store.messages.get(message_id)
         if stored is None or stored.status is not MessageStatus.PENDING:
             return
@@ -250,9 +252,9 @@ class Worker:
                 return
         command = parse_command(stored.text)
         if command is not None:
-            await self.conversations.handle_command(stored, command, sender_id)
+            await self.conversations.handle_command(conversation, stored, command, sender_id)
         else:
-            await self.conversations.answer(stored, sender_id)
+            await self.conversations.answer(conversation, stored, sender_id)
 
     async def _run_approved(self, action: PendingAction, user_id: str | None) -> None:
         try:

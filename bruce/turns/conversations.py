@@ -46,16 +46,18 @@ class Conversations:
         """One turn at a time per conversation."""
         return self._locks.setdefault(conversation_id, asyncio.Lock())
 
-    async def answer(self, inbound: StoredMessage, sender_id: str | None) -> TurnOutcome:
-        """A chat turn for a stored message (the caller holds the conversation's lock)."""
-        return await self._runner.answer(inbound, sender_id)
+    async def answer(self, conversation: ConversationId, inbound: StoredMessage, sender_id: str | None) -> TurnOutcome:
+        """A chat turn for a stored message of ``conversation`` (the caller holds its lock)."""
+        return await self._runner.answer(conversation, inbound, sender_id)
 
-    async def handle_command(self, inbound: StoredMessage, command: Command, sender_id: str | None) -> None:
-        """A typed command (the caller holds the conversation's lock)."""
+    async def handle_command(
+        self, conversation: ConversationId, inbound: StoredMessage, command: Command, sender_id: str | None,
+    ) -> None:
+        """A typed command in ``conversation`` (the caller holds its lock)."""
         if command.name in _DECISIONS:
-            await self._decisions.typed(inbound, command, sender_id)
+            await self._decisions.typed(conversation, inbound, command, sender_id)
         else:
-            await self._commands.handle(inbound, command)
+            await self._commands.handle(conversation, inbound, command)
 
     async def decide(
         self, conversation_id: ConversationId, user_id: str, confirmation_id: str, approve: bool,
@@ -65,7 +67,8 @@ class Conversations:
 
     async def run_approved(self, action: PendingAction, user_id: str | None) -> None:
         """Run an approved action in its conversation's order, then report it."""
-        await self._decisions.run_approved(action, user_id, lock=self.lock(ConversationId.parse(action.conversation_id)))
+        conversation = ConversationId.parse(action.conversation_id)  # a stored request
+        await self._decisions.run_approved(conversation, action, user_id, lock=self.lock(conversation))
 
     async def run_proactive(
         self, conversation_id: ConversationId, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,

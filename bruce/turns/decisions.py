@@ -46,11 +46,12 @@ class Decisions:
         self._indicator = indicator
         self._history = history
 
-    async def typed(self, inbound: StoredMessage, command: Command, sender_id: str | None) -> None:
+    async def typed(
+        self, cid: ConversationId, inbound: StoredMessage, command: Command, sender_id: str | None,
+    ) -> None:
         """A typed ``/approve ID`` or ``/deny ID`` (the caller holds the conversation's lock): an
         approved action runs at once, closing the message with its report; anything else is
         answered with what became of the request (or how to write the command)."""
-        cid = ConversationId.parse(inbound.conversation_id)
         if command.confirmation_id is None:
             await self._outbox.post(cid, command_usage(command.name), kind=MessageKind.NOTICE, inbound_id=inbound.id)
             return
@@ -60,7 +61,7 @@ class Decisions:
         if decision.outcome is DecisionOutcome.APPROVED and decision.action is not None:
             history = await self._history.history(cid, inbound.id)
             async with self._indicator.showing(cid):
-                await self._desk.run(decision.action, history=history, user_id=sender_id, inbound_id=inbound.id)
+                await self._desk.run(cid, decision.action, history=history, user_id=sender_id, inbound_id=inbound.id)
             return
         kind = MessageKind.CHAT if decision.outcome is DecisionOutcome.DENIED else MessageKind.NOTICE
         await self._outbox.post(cid, _decision_text(decision, command.confirmation_id), kind=kind,
@@ -84,13 +85,14 @@ class Decisions:
         approved = decision.outcome is DecisionOutcome.APPROVED
         return report, decision.action if approved else None
 
-    async def run_approved(self, action: PendingAction, user_id: str | None, *, lock: asyncio.Lock) -> None:
+    async def run_approved(
+        self, conversation: ConversationId, action: PendingAction, user_id: str | None, *, lock: asyncio.Lock,
+    ) -> None:
         """Run an approved action under ``lock`` (its conversation's order), then report it."""
-        conversation = ConversationId.parse(action.conversation_id)
         async with lock:
             history = await self._history.history(conversation)
             async with self._indicator.showing(conversation):
-                await self._desk.run(action, history=history, user_id=user_id)
+                await self._desk.run(conversation, action, history=history, user_id=user_id)
 
 
 def _decision_text(decision: Decision, confirmation_id: str) -> str:

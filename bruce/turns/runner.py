@@ -115,10 +115,9 @@ class TurnRunner:
 
     # entries -----------------------------------------------------------------------------
 
-    async def answer(self, inbound: StoredMessage, sender_id: str | None) -> TurnOutcome:
+    async def answer(self, cid: ConversationId, inbound: StoredMessage, sender_id: str | None) -> TurnOutcome:
         """A chat turn for a stored message (the caller holds the conversation's lock). With the
         day's LLM budget spent, a notice with the reset time instead, and no model call."""
-        cid = ConversationId.parse(inbound.conversation_id)  # the one place a chat turn reads its id
         over = await self._budget.reached() if self._budget is not None else None
         if over is not None:
             log.warning("turn.over_budget", conversation=str(cid), tokens=over.tokens, usd=round(over.usd, 4))
