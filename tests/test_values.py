@@ -1,11 +1,16 @@
-"""bruce.values: the conversation id is parsed and formatted in one place; the stored statuses
-read back as the same members."""
+"""bruce.values: the conversation id is parsed and formatted in one place, and travels typed
+(an incoming message, a turn's scope); the stored statuses, modes and choices read back as the
+same members."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
+from bruce.channel import IncomingMessage
 from bruce.records import Fact, JobRecord
+from bruce.turns.scope import TurnScope
 from bruce.values import (
     ConversationId,
     ExecutionMode,
@@ -78,3 +83,16 @@ def test_records_read_their_text_columns_as_members() -> None:
                 last_seen_at="2026-12-01", summarized_in=None)
     assert fact.status is FactStatus.ARCHIVED and fact.type is FactType.FACT
     assert fact.as_dict()["status"] == "archived" and type(fact.as_dict()["status"]) is str
+
+
+def test_an_incoming_message_carries_its_conversation_id_typed() -> None:
+    message = IncomingMessage(channel="discord", chat_id="guild:42", sender_id="7", text="hi",
+                              platform_message_id=None, timestamp=datetime(2026, 12, 2, tzinfo=UTC))
+    assert message.conversation_id == ConversationId("discord", "guild:42")
+    assert str(message.conversation_id) == "discord:guild:42"
+
+
+def test_a_turn_scope_without_a_conversation_says_so_when_asked_for_one() -> None:
+    assert TurnScope("t1", ConversationId("test", "c1"), None).conversation == ConversationId("test", "c1")
+    with pytest.raises(ValueError, match="in no conversation"):
+        _ = TurnScope("", None, None).conversation  # an MCP client's call
