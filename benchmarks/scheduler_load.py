@@ -84,6 +84,7 @@ class TimedChannel:
 
 async def lateness(jobs: int, window_s: float, work: Path) -> dict[str, Any]:
     from bruce.app import build_app
+    from bruce.values import ConversationId
 
     channel = TimedChannel()
     app = await build_app(config_for(work / "lateness.db"), extra_channels=[channel])  # type: ignore[list-item]
@@ -96,7 +97,7 @@ async def lateness(jobs: int, window_s: float, work: Path) -> dict[str, Any]:
         for i in range(jobs):
             at = start + timedelta(seconds=rng.uniform(0, window_s))
             text = f"reminder {i}"
-            await app.jobs.create(f"bench:c{i % CONVERSATIONS}",
+            await app.jobs.create(ConversationId("bench", f"c{i % CONVERSATIONS}"),
                                   {"execution_mode": "message", "content": text, "at": at.isoformat()})
             due[text] = at
         created_s = time.perf_counter() - made

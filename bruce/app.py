@@ -45,6 +45,7 @@ from bruce.turns.decisions import Decisions
 from bruce.turns.delivery import Delivery
 from bruce.turns.indicator import Indicator
 from bruce.turns.runner import TurnRunner, TurnSettings
+from bruce.values import ConversationId
 
 if TYPE_CHECKING:
     from channels.console import ConsoleChannel
@@ -162,7 +163,7 @@ async def tool_server(config: Config, *, transport: str, redactor: Redactor | No
         registry = await _registry(config, store, clock, redactor, confirmations, jobs)
         conversation = await _mcp_conversation(config, store)
         server = serve.build_server(registry, trusted=config.mcp_serve.trusted, conversation_id=conversation)
-        log.info("mcp_serve.starting", transport=transport, conversation=conversation,
+        log.info("mcp_serve.starting", transport=transport, conversation=str(conversation) if conversation else None,
                  tools=sorted(serve.exposed(registry, trusted=config.mcp_serve.trusted)))
         yield ToolServer(server)
     finally:
@@ -170,15 +171,16 @@ async def tool_server(config: Config, *, transport: str, redactor: Redactor | No
         shutdown_tools()
 
 
-async def _mcp_conversation(config: Config, store: Store) -> str | None:
+async def _mcp_conversation(config: Config, store: Store) -> ConversationId | None:
     """Where a reminder made over MCP is delivered: ``mcp_serve.conversation``, else the chat the
     owner wrote in last; None when there is none yet (the proactive tools then say so)."""
     chosen = config.mcp_serve.conversation
     if chosen is None:
-        return await store.messages.latest_conversation()
-    channel, _, chat = chosen.partition(":")
-    await store.messages.ensure_conversation(chosen, channel, chat)
-    return chosen
+        latest = await store.messages.latest_conversation()
+        return ConversationId.parse(latest) if latest is not None else None
+    conversation = ConversationId.parse(chosen)
+    await store.messages.ensure_conversation(chosen, conversation.channel, conversation.chat_id)
+    return conversation
 
 
 def stop_tool_workers() -> None:
@@ -328,7 +330,7 @@ def _conversations(config: Config, store: Store, clock: Clock, llm: LLMService, 
 
 def _worker(config: Config, store: Store, clock: Clock, llm: LLMService, conversations: Conversations,
             confirmations: Confirmations, outbox: Outbox, channels: dict[str, Channel], *,
-            on_answered: Callable[[str, int], None] | None) -> Worker:
+            on_answered: Callable[[ConversationId, int], None] | None) -> Worker:
     """Admission, the message tasks, recovery of what a stopped process left."""
     a, c = config.assistant, config.channels
     recovery = Recovery(store=store, confirmations=confirmations, outbox=outbox, clock=clock, zone=a.zone,

@@ -58,12 +58,8 @@ class IncomingMessage:
     sender_name: str | None = None  # the platform's display name, shown to the owner in `bruce pairing list`
 
     @property
-    def conversation(self) -> ConversationId:
+    def conversation_id(self) -> ConversationId:
         return ConversationId(self.channel, self.chat_id)
-
-    @property
-    def conversation_id(self) -> str:
-        return str(self.conversation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +94,9 @@ class Inbound(Protocol):
 
     async def deliver(self, message: IncomingMessage) -> Awaitable[None] | None: ...
 
-    async def decide(self, conversation_id: str, user_id: str, confirmation_id: str, approve: bool) -> DecisionReport: ...
+    async def decide(
+        self, conversation_id: ConversationId, user_id: str, confirmation_id: str, approve: bool,
+    ) -> DecisionReport: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +114,7 @@ class LocalInbound(Inbound, Protocol):
     """The door only a channel on the owner's machine may use (the console socket, the admin
     page's chat): sending what waited for them while no terminal or page was there."""
 
-    async def resend(self, conversation_id: str) -> None: ...
+    async def resend(self, conversation_id: ConversationId) -> None: ...
 
 
 class Operator(Protocol):
@@ -132,7 +130,7 @@ class Operator(Protocol):
 
     async def decide_locally(self, confirmation_id: str, approve: bool) -> LocalDecision: ...
 
-    async def resend(self, conversation_id: str) -> None: ...
+    async def resend(self, conversation_id: ConversationId) -> None: ...
 
 
 @runtime_checkable

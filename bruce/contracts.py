@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 from bruce.clock import Clock
 from bruce.errors import ContractError
-from bruce.values import ToolStatus
+from bruce.values import ConversationId, ToolStatus
 
 __all__ = [
     "Risk",
@@ -168,7 +168,7 @@ class ToolContext:
 
     clock: Clock
     zone: ZoneInfo
-    conversation_id: str | None
+    conversation_id: ConversationId | None
     turn_id: str | None
     dry_run: bool = False
     idempotency_key: str | None = None

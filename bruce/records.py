@@ -13,12 +13,15 @@ from typing import Any
 from bruce.values import (
     ConfirmationState,
     Direction,
+    ExecutionMode,
+    FactStatus,
     FactType,
     JobRunStatus,
     JobStatus,
     LLMCallStatus,
     MessageKind,
     MessageStatus,
+    Notify,
     PairingState,
     PayloadKind,
     ToolStatus,
@@ -240,12 +243,12 @@ class PairingRequestRecord:
 class JobRecord:
     id: str
     conversation_id: str
-    execution_mode: str
+    execution_mode: ExecutionMode
     content: str
     schedule_kind: str
     schedule_value: str
     timezone: str
-    notify: str
+    notify: Notify
     description: str
     status: JobStatus
     next_run_at: str | None
@@ -257,6 +260,8 @@ class JobRecord:
     updated_at: str
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "execution_mode", ExecutionMode(self.execution_mode))
+        object.__setattr__(self, "notify", Notify(self.notify))
         object.__setattr__(self, "status", JobStatus(self.status))
 
 
@@ -286,7 +291,7 @@ class Fact:
     type: FactType
     content: str
     confidence: float
-    status: str
+    status: FactStatus
     origin: str
     conversation_id: str | None
     source_turn_id: str | None
@@ -294,9 +299,13 @@ class Fact:
     last_seen_at: str
     summarized_in: int | None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "type", FactType(self.type))
+        object.__setattr__(self, "status", FactStatus(self.status))
+
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "type": str(self.type), "content": self.content, "confidence": self.confidence,
-                "status": self.status, "origin": self.origin, "conversation_id": self.conversation_id,
+                "status": str(self.status), "origin": self.origin, "conversation_id": self.conversation_id,
                 "source_turn_id": self.source_turn_id, "created_at": self.created_at,
                 "last_seen_at": self.last_seen_at, "summarized_in": self.summarized_in}
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bruce.values import DecisionOutcome
+from bruce.values import DecisionOutcome, ExecutionMode
 
 __all__ = [
     "budget_reached",
@@ -137,8 +137,8 @@ def rate_limited(retry_at: datetime, zone: ZoneInfo) -> str:
             f"Messages sent before {local:%H:%M:%S} ({zone.key}) are not answered; after that, write again.")
 
 
-def job_missed(content: str, when: str, mode: str) -> str:
-    what = "reminder" if mode == "message" else "scheduled task"
+def job_missed(content: str, when: str, mode: ExecutionMode) -> str:
+    what = "reminder" if mode is ExecutionMode.MESSAGE else "scheduled task"
     shown = content if len(content) <= 300 else content[:297] + "..."
     return (f"I was not running when this {what} was due ({when}), and it is too late to send it now, "
             f"so it was not sent: {shown}")

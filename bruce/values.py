@@ -8,6 +8,10 @@ from enum import StrEnum
 
 __all__ = [
     "ConversationId",
+    "ExecutionMode",
+    "Notify",
+    "FactType",
+    "FactStatus",
     "JobStatus",
     "JobRunStatus",
     "Direction",
@@ -89,6 +93,25 @@ class FactType(StrEnum):
     PROJECT = "project"
     PROGRESS = "progress"
     INSIGHT = "insight"
+
+
+class FactStatus(StrEnum):
+    ACTIVE = "active"  # in the prompt and in search
+    ARCHIVED = "archived"  # kept, shown with `bruce memory list --all`, never in the prompt
+
+
+class ExecutionMode(StrEnum):
+    """How a proactive job runs when due."""
+
+    MESSAGE = "message"  # send the stored text as it is: no model call
+    AGENT = "agent"  # run the stored text as an instruction, with tools
+
+
+class Notify(StrEnum):
+    """When an agent-mode job's answer is sent."""
+
+    ALWAYS = "always"
+    IF_ACTIONABLE = "if_actionable"  # only when the run found something to report
 
 
 class JobStatus(StrEnum):

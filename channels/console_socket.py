@@ -44,6 +44,7 @@ from bruce.runtime.console_wire import (
     progress_event,
 )
 from bruce.turns.progress import ProgressEvent
+from bruce.values import ConversationId
 from channels.console import ConsoleChannel
 
 __all__ = ["SocketConsole", "CHAT_ID"]
@@ -235,7 +236,7 @@ class SocketConsole:
             await terminal.send({"ev": "hello", "version": PROTOCOL_VERSION, "name": self._name})
             self._terminals.add(terminal)
             if self._operator is not None:
-                await self._operator.resend(f"{self.name}:{CHAT_ID}")
+                await self._operator.resend(ConversationId(self.name, CHAT_ID))
         elif op == "message":
             text = request["text"]
             if not isinstance(text, str):
@@ -286,7 +287,7 @@ class SocketConsole:
             decision = await self._operated().decide_locally(rid, approve)
             await terminal.send({"ev": "decided", "ref": ref, **asdict(decision)})
         else:  # a decision typed in the chat, under the chat's rules (no step-up)
-            report = await inbound.decide(f"{self.name}:{CHAT_ID}", USER_ID, rid, approve)
+            report = await inbound.decide(ConversationId(self.name, CHAT_ID), USER_ID, rid, approve)
             await terminal.send({"ev": "decided", "ref": ref, "outcome": str(report.outcome), "text": report.text})
 
 

@@ -33,6 +33,7 @@ from bruce.channel import ConfirmationRequest, IncomingMessage, LocalInbound
 from bruce.clock import Clock
 from bruce.errors import ChannelSendError, StoreError
 from bruce.turns.progress import ProgressEvent, TextDelta, Thinking, ToolFinished, ToolStarted
+from bruce.values import ConversationId
 
 __all__ = ["WebChat", "CHAT_ID", "USER_ID"]
 
@@ -76,8 +77,8 @@ class WebChat:
         self._pages: set[asyncio.Queue[dict[str, Any] | None]] = set()
 
     @property
-    def conversation_id(self) -> str:
-        return f"{self.name}:{CHAT_ID}"
+    def conversation_id(self) -> ConversationId:
+        return ConversationId(self.name, CHAT_ID)
 
     async def start(self, inbound: Any) -> None:
         self._inbound = cast(LocalInbound, inbound)

@@ -11,7 +11,7 @@ import pytest
 
 from bruce import texts
 from bruce.llm.budget import Spend
-from bruce.values import DecisionOutcome
+from bruce.values import DecisionOutcome, ExecutionMode
 
 SAO_PAULO = ZoneInfo("America/Sao_Paulo")  # UTC-3, no daylight saving time
 MIDNIGHT = datetime(2026, 12, 3, 3, 0, tzinfo=UTC)  # 00:00 in São Paulo
@@ -59,8 +59,8 @@ def test_rate_limited_gives_the_local_time_to_write_again() -> None:
 
 
 def test_job_missed_names_the_kind_and_shortens_long_content() -> None:
-    assert "this reminder was due (09:00)" in texts.job_missed("water the plants", "09:00", "message")
-    missed = texts.job_missed("y" * 400, "09:00", "agent")
+    assert "this reminder was due (09:00)" in texts.job_missed("water the plants", "09:00", ExecutionMode.MESSAGE)
+    missed = texts.job_missed("y" * 400, "09:00", ExecutionMode.AGENT)
     assert "this scheduled task was due" in missed and missed.endswith("y" * 297 + "...")
 
 

@@ -178,7 +178,8 @@ class _Artifacts:
         target = self.write(artifact_id, filename, data)
         try:
             await store.artifacts.add(
-                artifact_id=artifact_id, conversation_id=ctx.conversation_id, turn_id=ctx.turn_id,
+                artifact_id=artifact_id, conversation_id=str(ctx.conversation_id) if ctx.conversation_id else None,
+                turn_id=ctx.turn_id,
                 title=args.get("title"), filename=filename, fmt=fmt, path=target.relative_to(root).as_posix(),
                 size_bytes=len(data), sha256=digest,
             )

@@ -25,13 +25,16 @@ from typing import Any
 
 from bruce.contracts import Risk, ToolContext, ToolContract, ToolHandler
 from bruce.errors import ToolFailed, ToolInputInvalid
-from bruce.jobs.book import MAX_CONTENT_CHARS, MODES, NOTIFY, JobBook, JobError, JobView
+from bruce.jobs.book import MAX_CONTENT_CHARS, JobBook, JobError, JobView
 from bruce.jobs.schedule import SCHEDULE_FIELDS, ScheduleError
+from bruce.values import ConversationId, ExecutionMode, JobStatus, Notify
 
 __all__ = ["PROACTIVE_CREATE", "PROACTIVE_LIST", "PROACTIVE_UPDATE", "PROACTIVE_CANCEL", "proactive_tools",
            "ACTIONS", "NO_SCHEDULER"]
 
 ACTIONS = ("pause", "resume", "reschedule")
+_MODES = [m.value for m in ExecutionMode]
+_NOTIFY = [n.value for n in Notify]
 NO_SCHEDULER = "the scheduler is not available in this process"
 _RESCHEDULE_FIELDS = (*SCHEDULE_FIELDS, "timezone")
 
@@ -56,12 +59,12 @@ _JOB: dict[str, Any] = {
     "type": "object",
     "properties": {
         "job_id": {"type": "string"},
-        "status": {"type": "string", "enum": ["active", "paused", "done", "missed", "cancelled"]},
-        "execution_mode": {"type": "string", "enum": list(MODES)},
+        "status": {"type": "string", "enum": [s.value for s in JobStatus]},
+        "execution_mode": {"type": "string", "enum": _MODES},
         "content": {"type": "string"},
         "description": {"type": "string"},
         "next_run": {"type": ["string", "null"], "description": "local time, e.g. Wed 2026-12-02 09:02 -03 (...)"},
-        "notify": {"type": "string", "enum": list(NOTIFY)},
+        "notify": {"type": "string", "enum": _NOTIFY},
         "flagged": {"type": ["string", "null"]},
     },
     "required": ["job_id", "status", "execution_mode", "content", "description", "next_run"],
@@ -87,14 +90,14 @@ PROACTIVE_CREATE = ToolContract(
     input_schema={
         "type": "object",
         "properties": {
-            "execution_mode": {"type": "string", "enum": list(MODES),
+            "execution_mode": {"type": "string", "enum": _MODES,
                                "description": "'message': send content as it is; 'agent': carry content out "
                                               "as an instruction when due."},
             "content": {"type": "string",
                         "description": "message: the text to send, e.g. 'Call Ana.'; agent: the instruction, e.g. "
                                        f"'Summarize the weather in Lisbon.' At most {MAX_CONTENT_CHARS} characters."},
             **_SCHEDULE_PROPERTIES,
-            "notify": {"type": "string", "enum": list(NOTIFY),
+            "notify": {"type": "string", "enum": _NOTIFY,
                        "description": "Agent mode only: 'if_actionable' sends nothing when a run has nothing to "
                                       "report; default 'always'."},
         },
@@ -199,7 +202,7 @@ class _Proactive:
     def __init__(self, jobs: JobBook | None) -> None:
         self._jobs = jobs
 
-    def _where(self, ctx: ToolContext) -> tuple[JobBook, str]:
+    def _where(self, ctx: ToolContext) -> tuple[JobBook, ConversationId]:
         if self._jobs is None:
             raise ToolFailed(NO_SCHEDULER, code="unavailable")
         if ctx.conversation_id is None:

@@ -25,7 +25,7 @@ from bruce.texts import action_outcome
 from bruce.turns.agent_loop import LLM
 from bruce.turns.grounding import check_links, produced_urls
 from bruce.turns.scope import TurnScope, new_turn_id
-from bruce.values import TurnSource, TurnStatus
+from bruce.values import ConversationId, TurnSource, TurnStatus
 
 __all__ = ["ApprovalDesk"]
 
@@ -47,11 +47,11 @@ class ApprovalDesk:
         self._outbox = outbox
         self._admin_base_url = admin_base_url
 
-    async def run(self, action: PendingAction, *, history: list[dict[str, Any]], user_id: str | None,
-                  inbound_id: int | None = None) -> None:
+    async def run(self, conversation: ConversationId, action: PendingAction, *, history: list[dict[str, Any]],
+                  user_id: str | None, inbound_id: int | None = None) -> None:
         """Run an approved action (already ``running``), then report it. With ``inbound_id``
         (a typed ``/approve``), that message is closed with the report."""
-        scope = TurnScope(turn_id=new_turn_id(), conversation_id=action.conversation_id, user_id=user_id,
+        scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation, user_id=user_id,
                           source=TurnSource.CONFIRMATION)
         with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=action.conversation_id):
             await self._store.messages.start_turn(scope.turn_id, action.conversation_id,
@@ -62,10 +62,10 @@ class ApprovalDesk:
                 action, ok=result.ok, result=result.for_model(), report=plain, turn_id=scope.turn_id,
                 inbound_id=inbound_id))
             log.info("confirmation.executed", confirmation=action.id, tool=action.tool_name, status=result.status)
-            await self._outbox.flush(action.conversation_id)
+            await self._outbox.flush(conversation)
             text = await self._follow_up(action, result, history, scope)
             if text:
-                await self._outbox.post(action.conversation_id, text, turn_id=scope.turn_id)
+                await self._outbox.post(conversation, text, turn_id=scope.turn_id)
             await self._store.messages.finish_turn(
                 scope.turn_id, status=TurnStatus.OK if result.ok else TurnStatus.FAILED,
                 llm_calls=scope.llm_calls, tool_calls=1, error=None if result.ok else str(result.status))

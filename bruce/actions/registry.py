@@ -37,7 +37,7 @@ from bruce.log import Redactor
 from bruce.records import ToolExecutionRecord
 from bruce.store import Store
 from bruce.turns.scope import TurnScope
-from bruce.values import ToolStatus, TurnSource
+from bruce.values import ConversationId, ToolStatus, TurnSource
 
 __all__ = ["RegisteredTool", "ToolRegistry", "idempotency_key"]
 
@@ -76,6 +76,11 @@ def _json_text(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, default=str)
     except (ValueError, TypeError, RecursionError, OverflowError) as exc:
         return json.dumps({"unserialisable": type(value).__name__, "error": str(exc)[:200]})
+
+
+def _text(conversation_id: ConversationId | None) -> str:
+    """The store's form of a turn's conversation; '' for an MCP client's call (in none)."""
+    return "" if conversation_id is None else str(conversation_id)
 
 
 def idempotency_key(tool_name: str, conversation_id: str | None, arguments: Mapping[str, Any]) -> str:
@@ -309,7 +314,7 @@ class ToolRegistry:
                 return previewed  # the call would fail anyway: nothing to approve
             preview = previewed.output
         request = await self._confirmations.request(
-            tool.contract, arguments, conversation_id=scope.conversation_id, user_id=scope.user_id,
+            tool.contract, arguments, conversation_id=_text(scope.conversation_id), user_id=scope.user_id,
             turn_id=scope.turn_id, call_id=call.id, preview=preview, step_up=tool.policy.step_up,
         )
         scope.confirmations.append(request)
@@ -323,7 +328,7 @@ class ToolRegistry:
     ) -> tuple[ToolResult, str | None]:
         if not tool.contract.idempotent:
             return await self._run(call, tool, arguments, scope), None
-        key = idempotency_key(tool.contract.name, scope.conversation_id, arguments)
+        key = idempotency_key(tool.contract.name, _text(scope.conversation_id), arguments)
         async with self._key_locks.setdefault(key, asyncio.Lock()):
             now = self._clock.now()
             earlier = await self._store.audit.idempotent_result(key, now=utc_iso(now))
@@ -342,7 +347,7 @@ class ToolRegistry:
     ) -> ToolResult:
         timeout_s = tool.contract.timeout_s or self._default_timeout_s
         context = ToolContext(
-            clock=self._clock, zone=self._zone, conversation_id=scope.conversation_id or None, turn_id=scope.turn_id or None,
+            clock=self._clock, zone=self._zone, conversation_id=scope.conversation_id, turn_id=scope.turn_id or None,
             dry_run=dry_run, idempotency_key=key, now=self._clock.now(),
         )
         try:
@@ -376,7 +381,7 @@ class ToolRegistry:
         latency_ms = (self._clock.monotonic() - started) * 1000
         record = ToolExecutionRecord(
             turn_id=scope.turn_id or None,  # '' for a call from an MCP client: no turn, perhaps no conversation
-            conversation_id=scope.conversation_id or None,
+            conversation_id=_text(scope.conversation_id) or None,
             call_id=call.id,
             tool_name=tool.contract.name if tool else call.name,
             risk=str(tool.contract.risk) if tool else None,

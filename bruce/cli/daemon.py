@@ -29,7 +29,7 @@ from bruce.runtime.console_wire import (
     read_progress,
 )
 from bruce.turns.progress import ProgressEvent
-from bruce.values import DecisionOutcome
+from bruce.values import ConversationId, DecisionOutcome
 
 __all__ = ["DaemonGone", "RemoteInbound", "Terminal", "attach", "attach_console", "connect", "daemon_health",
            "decide_on_daemon", "decide_over_socket", "jobs_changed_on_daemon", "jobs_changed_over_socket",
@@ -225,7 +225,9 @@ class RemoteInbound:
             return None
         return done
 
-    async def decide(self, conversation_id: str, user_id: str, confirmation_id: str, approve: bool) -> DecisionReport:
+    async def decide(
+        self, conversation_id: ConversationId, user_id: str, confirmation_id: str, approve: bool,
+    ) -> DecisionReport:
         _, answer = await self._request({"op": "decide", "id": confirmation_id, "approve": approve})
         event = await answer
         return DecisionReport(DecisionOutcome(event["outcome"]), str(event.get("text", "")))

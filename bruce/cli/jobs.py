@@ -76,7 +76,7 @@ async def _list(store: Store, *, all_jobs: bool, as_json: bool) -> int:
     rows = [["ID", "CONVERSATION", "MODE", "STATUS", "NEXT RUN", "SCHEDULE", "CONTENT"]]
     for v in views:
         j = v.job
-        rows.append([j.id, j.conversation_id, j.execution_mode, str(j.status) + (" (flagged)" if j.flagged else ""),
+        rows.append([j.id, j.conversation_id, str(j.execution_mode), str(j.status) + (" (flagged)" if j.flagged else ""),
                      v.next_run_local or "-", _cut(j.description, 40), _cut(j.content, 40)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:  # plain columns, like ``bruce pairing list`` (no table library to install)
@@ -115,9 +115,9 @@ async def _show(store: Store, book: JobBook, job_id: str, *, as_json: bool) -> i
             ensure_ascii=False, indent=2))
         return 0
     view = JobView(job)
-    for label, value in (("job", job.id), ("conversation", job.conversation_id), ("mode", job.execution_mode),
+    for label, value in (("job", job.id), ("conversation", job.conversation_id), ("mode", str(job.execution_mode)),
                          ("status", str(job.status)), ("schedule", job.description),
-                         ("next run", view.next_run_local or "-"), ("notify", job.notify),
+                         ("next run", view.next_run_local or "-"), ("notify", str(job.notify)),
                          ("failures in a row", str(job.failures)), ("flagged", job.flagged or "-"),
                          ("created", local_text(parse_iso(job.created_at), zone)), ("content", job.content)):
         print(f"{label + ':':<19} {value}")

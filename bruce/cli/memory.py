@@ -13,6 +13,7 @@ from bruce.cli.existing_store import open_existing
 from bruce.clock import SystemClock
 from bruce.config.schema import Config
 from bruce.store import Store
+from bruce.values import FactStatus
 
 __all__ = ["add_arguments", "memory_command"]
 
@@ -55,7 +56,7 @@ async def _list(store: Store, *, include_archived: bool, as_json: bool) -> int:
         print("Bruce remembers nothing yet.")
         return 0
     for f in facts:
-        archived = "  (archived)" if f.status == "archived" else ""
+        archived = "  (archived)" if f.status is FactStatus.ARCHIVED else ""
         print(f"{f.id:>5}  {f.last_seen_at[:10]}  [{f.type}] {' '.join(f.content.split())}{archived}")
     return 0
 

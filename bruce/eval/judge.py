@@ -29,7 +29,7 @@ from bruce.eval.observed import CallStats, TurnRecord, call_stats
 from bruce.llm.service import LLMService
 from bruce.store import Store
 from bruce.turns.scope import TurnScope, new_turn_id
-from bruce.values import TurnSource
+from bruce.values import ConversationId, TurnSource
 
 __all__ = ["CRITERIA", "Rubric", "RubricError", "Score", "Verdict", "Judge", "load_rubric", "parse_verdict",
            "judge_endpoint"]
@@ -38,7 +38,7 @@ log = structlog.get_logger(__name__)
 
 CRITERIA = ("naturalness", "continuity", "grounded_actions", "no_premature_advice", "tone_concision", "follows_user")
 MAX_REASON_CHARS = 200
-_CONVERSATION = "eval:judge"
+_CONVERSATION = ConversationId("eval", "judge")
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 
 
@@ -191,7 +191,7 @@ class Judge:
         llm = cls.llm_config(endpoint, config)
         clock = SystemClock()
         store = await Store.open(":memory:", clock)
-        await store.messages.ensure_conversation(_CONVERSATION, "eval", "judge")
+        await store.messages.ensure_conversation(str(_CONVERSATION), _CONVERSATION.channel, _CONVERSATION.chat_id)
         return cls(rubric, endpoint, llm, store, clock)
 
     async def close(self) -> None:
@@ -209,7 +209,7 @@ class Judge:
 
     async def _one(self, turns: Sequence[TurnRecord], index: int) -> Verdict:
         scope = TurnScope(turn_id=new_turn_id(), conversation_id=_CONVERSATION, user_id=None)
-        await self._store.messages.start_turn(scope.turn_id, _CONVERSATION, source=TurnSource.CHAT,
+        await self._store.messages.start_turn(scope.turn_id, str(_CONVERSATION), source=TurnSource.CHAT,
                                               inbound_message_id=None)
         messages = [{"role": "system", "content": self.rubric.system_prompt()},
                     {"role": "user", "content": _transcript(turns, index)}]

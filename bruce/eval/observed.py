@@ -61,7 +61,7 @@ class CallStats:
 
 
 def job_dict(job: JobRecord) -> dict[str, Any]:
-    return {"id": job.id, "mode": job.execution_mode, "content": job.content, "status": str(job.status),
+    return {"id": job.id, "mode": str(job.execution_mode), "content": job.content, "status": str(job.status),
             "schedule_kind": job.schedule_kind, "schedule_value": job.schedule_value, "timezone": job.timezone,
             "description": job.description, "next_run_at": job.next_run_at}
 

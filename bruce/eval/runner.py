@@ -34,7 +34,7 @@ from bruce.eval.judge import Judge, Verdict
 from bruce.eval.observed import CallStats, ToolRun, TurnRecord, call_stats
 from bruce.eval.pages import PageServer
 from bruce.runtime.daemon import App
-from bruce.values import TurnStatus
+from bruce.values import ConversationId, TurnStatus
 
 __all__ = ["RunSettings", "Attempt", "CaseOutcome", "case_config", "play_case", "run_cases", "TURN_GRACE_S"]
 
@@ -114,7 +114,7 @@ def case_config(base: Config, folder: Path, *, model: str, web_host: str, timezo
     })
 
 
-async def _seed(app: App, case: Case, conversation_id: str) -> None:
+async def _seed(app: App, case: Case, conversation_id: ConversationId) -> None:
     setup = case.spec.setup
     for fact in setup.memory:
         await app.store.memory.remember(fact.type, fact.content, confidence=1.0, origin="owner",
@@ -131,9 +131,10 @@ async def _seed(app: App, case: Case, conversation_id: str) -> None:
         path.write_text(content, encoding="utf-8")
 
 
-async def _observe(app: App, conversation_id: str, platform_id: str) -> dict[str, Any]:
+async def _observe(app: App, conversation: ConversationId, platform_id: str) -> dict[str, Any]:
     """The turn's rows: tool executions, model calls, the reply, the jobs, how it ended."""
     messages = app.store.messages
+    conversation_id = str(conversation)  # the store's form
     inbound = await messages.inbound_by_platform_id(conversation_id, platform_id)
     if inbound is None:
         return {"error": "the message was not stored"}
@@ -159,14 +160,14 @@ async def _observe(app: App, conversation_id: str, platform_id: str) -> dict[str
     }
 
 
-async def _play_turn(app: App, channel: CaptureChannel, conversation_id: str, index: int, text: str,
+async def _play_turn(app: App, channel: CaptureChannel, conversation_id: ConversationId, index: int, text: str,
                      timeout_s: float) -> TurnRecord:
     clock = app.clock
     said_at = clock.now()
     started = clock.monotonic()
     shown = len(channel.confirmations)
     platform_id = f"turn-{index}"
-    message = IncomingMessage(channel=CHANNEL, chat_id=conversation_id.split(":", 1)[1], sender_id=_SENDER,
+    message = IncomingMessage(channel=CHANNEL, chat_id=conversation_id.chat_id, sender_id=_SENDER,
                               text=text, platform_message_id=platform_id, timestamp=said_at)
     handle = await app.worker.deliver(message)
     late = None
@@ -187,7 +188,7 @@ async def _play_turn(app: App, channel: CaptureChannel, conversation_id: str, in
 
 async def _converse(app: App, channel: CaptureChannel, case: Case, pages: PageServer,
                     timeout_s: float) -> tuple[list[TurnRecord], list[CheckResult]]:
-    conversation_id = f"{CHANNEL}:{case.name}"
+    conversation_id = ConversationId(CHANNEL, case.name)
     await _seed(app, case, conversation_id)
     zone = app.config.assistant.zone
     turns: list[TurnRecord] = []

@@ -14,20 +14,20 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
 from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.jobs.schedule import SCHEDULE_FIELDS, Schedule, ScheduleError, local_text, parse_schedule, stored_schedule
 from bruce.records import JobRecord
 from bruce.store import Store
-from bruce.values import ConversationId, JobStatus
+from bruce.values import ConversationId, ExecutionMode, JobStatus, Notify
 
-__all__ = ["JobBook", "JobError", "JobView", "ScheduleError", "MODES", "NOTIFY", "MAX_CONTENT_CHARS", "QUIET_TOKEN"]
+__all__ = ["JobBook", "JobError", "JobView", "ScheduleError", "MAX_CONTENT_CHARS", "QUIET_TOKEN"]
 
-MODES = ("message", "agent")
-NOTIFY = ("always", "if_actionable")
 MAX_CONTENT_CHARS = 4000
+_E = TypeVar("_E", bound=StrEnum)
 QUIET_TOKEN = "NOTHING_TO_REPORT"  # an agent run with notify if_actionable answers exactly this to send nothing
 
 
@@ -50,8 +50,8 @@ class JobView:
 
     def as_dict(self) -> dict[str, Any]:
         j = self.job
-        return {"job_id": j.id, "status": str(j.status), "execution_mode": j.execution_mode, "content": j.content,
-                "description": j.description, "next_run": self.next_run_local, "notify": j.notify,
+        return {"job_id": j.id, "status": str(j.status), "execution_mode": str(j.execution_mode), "content": j.content,
+                "description": j.description, "next_run": self.next_run_local, "notify": str(j.notify),
                 "flagged": j.flagged}
 
     def line(self) -> str:
@@ -88,49 +88,49 @@ class JobBook:
         for listener in list(self._listeners):
             listener(job_id)
 
-    async def create(self, conversation_id: str, args: dict[str, Any]) -> JobView:
+    async def create(self, conversation_id: ConversationId, args: dict[str, Any]) -> JobView:
         """A new job for this conversation, or the same one made in the last ten minutes."""
-        mode = _choice(args.get("execution_mode"), "execution_mode", MODES)
+        mode = _choice(args.get("execution_mode"), "execution_mode", ExecutionMode)
         content = _content(args.get("content"))
-        notify = _choice(args.get("notify", "always") or "always", "notify", NOTIFY) if mode == "agent" else "always"
+        notify = (_choice(args.get("notify", Notify.ALWAYS) or Notify.ALWAYS, "notify", Notify)
+                  if mode is ExecutionMode.AGENT else Notify.ALWAYS)
         now = self._clock.now()
         schedule = parse_schedule(args, now=now, default_zone=self._zone)
         first = schedule.next_after(now)
         stamp = utc_iso(now)
         job = JobRecord(
-            id=secrets.token_hex(5), conversation_id=conversation_id, execution_mode=mode, content=content,
+            id=secrets.token_hex(5), conversation_id=str(conversation_id), execution_mode=mode, content=content,
             schedule_kind=schedule.kind, schedule_value=schedule.value, timezone=schedule.zone.key, notify=notify,
             description=schedule.describe(), status=JobStatus.ACTIVE, next_run_at=utc_iso(first) if first else None,
             anchor_at=utc_iso(schedule.anchor), failures=0, flagged=None,
-            dedup_key=_dedup_key(conversation_id, mode, content, notify, args), created_at=stamp, updated_at=stamp)
-        where = ConversationId.parse(conversation_id)
-        await self._messages.ensure_conversation(conversation_id, where.channel, where.chat_id)
+            dedup_key=_dedup_key(str(conversation_id), mode, content, notify, args), created_at=stamp, updated_at=stamp)
+        await self._messages.ensure_conversation(str(conversation_id), conversation_id.channel, conversation_id.chat_id)
         stored, created = await self._jobs.create(job, dedup_since=utc_iso(now - self._dedup_window))
         if created:
             self._changed(stored.id)
         return JobView(stored, created)
 
-    async def list(self, conversation_id: str) -> list[JobView]:
-        return [JobView(j) for j in await self._jobs.for_conversation(conversation_id)]
+    async def list(self, conversation_id: ConversationId) -> list[JobView]:
+        return [JobView(j) for j in await self._jobs.for_conversation(str(conversation_id))]
 
-    async def get(self, conversation_id: str | None, job_id: Any) -> JobRecord:
+    async def get(self, conversation_id: ConversationId | None, job_id: Any) -> JobRecord:
         """The job, if it belongs to ``conversation_id`` (None: the owner, on the machine)."""
         if not isinstance(job_id, str) or not job_id.strip():
             raise JobError("job_id: give the id of a job, as proactive_list shows it")
         job = await self._jobs.get(job_id.strip().lower())
-        if job is None or (conversation_id is not None and job.conversation_id != conversation_id):
+        if job is None or (conversation_id is not None and job.conversation_id != str(conversation_id)):
             raise JobError(f"job_id: there is no job {job_id.strip()[:40]!r} in this conversation; "
                            "proactive_list shows its jobs")
         return job
 
-    async def pause(self, conversation_id: str | None, job_id: Any) -> JobView:
+    async def pause(self, conversation_id: ConversationId | None, job_id: Any) -> JobView:
         job = await self.get(conversation_id, job_id)
         if job.status is JobStatus.PAUSED:
             return JobView(job)
         self._live(job, "paused")
         return await self._change(job, expect=(JobStatus.ACTIVE,), status=JobStatus.PAUSED)
 
-    async def resume(self, conversation_id: str | None, job_id: Any) -> JobView:
+    async def resume(self, conversation_id: ConversationId | None, job_id: Any) -> JobView:
         job = await self.get(conversation_id, job_id)
         if job.status is JobStatus.ACTIVE:
             return JobView(job)
@@ -147,7 +147,7 @@ class JobBook:
         return await self._change(job, expect=(JobStatus.PAUSED,), status=JobStatus.ACTIVE,
                                   next_run_at=utc_iso(nxt) if nxt else None)
 
-    async def reschedule(self, conversation_id: str | None, job_id: Any, args: dict[str, Any]) -> JobView:
+    async def reschedule(self, conversation_id: ConversationId | None, job_id: Any, args: dict[str, Any]) -> JobView:
         job = await self.get(conversation_id, job_id)
         self._live(job, "rescheduled")
         if not any(args.get(name) is not None for name in SCHEDULE_FIELDS):
@@ -161,7 +161,7 @@ class JobBook:
             description=schedule.describe(), anchor_at=utc_iso(schedule.anchor), next_run_at=utc_iso(nxt) if nxt else None,
             failures=0, flagged=None)
 
-    async def cancel(self, conversation_id: str | None, job_id: Any) -> JobView:
+    async def cancel(self, conversation_id: ConversationId | None, job_id: Any) -> JobView:
         job = await self.get(conversation_id, job_id)
         if job.status is JobStatus.CANCELLED:
             return JobView(job)
@@ -191,11 +191,12 @@ class JobBook:
         return JobView(fresh if fresh is not None else replace(job, **changes))
 
 
-def _choice(value: Any, name: str, allowed: tuple[str, ...]) -> str:
+def _choice(value: Any, name: str, kind: type[_E]) -> _E:
+    allowed = [member.value for member in kind]
     if value not in allowed:
         shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
         raise JobError(f"{name}: must be one of {', '.join(repr(a) for a in allowed)} (got {shown})")
-    return str(value)
+    return kind(value)
 
 
 def _content(value: Any) -> str:
@@ -207,9 +208,9 @@ def _content(value: Any) -> str:
     return value.strip()
 
 
-def _dedup_key(conversation_id: str, mode: str, content: str, notify: str, args: dict[str, Any]) -> str:
+def _dedup_key(conversation_id: str, mode: ExecutionMode, content: str, notify: Notify, args: dict[str, Any]) -> str:
     """The same conversation, schedule (as asked) and content: the same job, inside the window."""
     schedule = {name: args.get(name) for name in (*SCHEDULE_FIELDS, "timezone") if args.get(name) is not None}
-    text = json.dumps([conversation_id, mode, content, notify, schedule], sort_keys=True, default=str)
+    text = json.dumps([conversation_id, str(mode), content, str(notify), schedule], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 

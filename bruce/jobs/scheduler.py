@@ -50,7 +50,16 @@ from bruce.store import Store
 from bruce.texts import job_missed
 from bruce.turns.runner import TurnOutcome
 from bruce.turns.scope import ToolFilter
-from bruce.values import JobRunStatus, JobStatus, MessageKind, MessageStatus, TurnStatus
+from bruce.values import (
+    ConversationId,
+    ExecutionMode,
+    JobRunStatus,
+    JobStatus,
+    MessageKind,
+    MessageStatus,
+    Notify,
+    TurnStatus,
+)
 
 __all__ = ["Scheduler", "SchedulerSettings", "Doors", "no_proactive_tools"]
 
@@ -62,14 +71,14 @@ EARLY_TOLERANCE = timedelta(milliseconds=500)  # a timer this early still fires 
 class Doors(Protocol):
     """What the scheduler may ask of the worker (``bruce.runtime.worker.Worker``), and nothing else."""
 
-    async def post(self, conversation_id: str, text: str) -> int: ...
+    async def post(self, conversation_id: ConversationId, text: str) -> int: ...
 
-    async def run_proactive(self, conversation_id: str, prompt: str, *, job_id: str | None = None,
+    async def run_proactive(self, conversation_id: ConversationId, prompt: str, *, job_id: str | None = None,
                             tools: ToolFilter | None = None, quiet_token: str | None = None) -> TurnOutcome: ...
 
 
 class Notices(Protocol):
-    async def post(self, conversation_id: str, text: str, *, kind: MessageKind = ...) -> int: ...
+    async def post(self, conversation_id: ConversationId, text: str, *, kind: MessageKind = ...) -> int: ...
 
 
 def no_proactive_tools(contract: ToolContract) -> bool:
@@ -270,7 +279,7 @@ class Scheduler:
             if again:
                 await self._claimed_before(job, scheduled_for)
             return
-        log.info("scheduler.firing", mode=job.execution_mode, lateness_ms=_ms(lateness))
+        log.info("scheduler.firing", mode=str(job.execution_mode), lateness_ms=_ms(lateness))
         try:
             status, detail = await self._deliver(job, run_id)
         except ShuttingDown:
@@ -303,8 +312,9 @@ class Scheduler:
 
     async def _deliver(self, job: JobRecord, run_id: int) -> tuple[JobRunStatus, str | None]:
         """Send the run's message or run its turn; record it. (status, error or None)."""
-        if job.execution_mode == "message":
-            message_id = await self._doors.post(job.conversation_id, job.content)
+        conversation = ConversationId.parse(job.conversation_id)  # the job's stored row
+        if job.execution_mode is ExecutionMode.MESSAGE:
+            message_id = await self._doors.post(conversation, job.content)
             return await self._record_sent(run_id, message_id, None, job.content)
         over = await self._budget.reached() if self._budget is not None else None
         if over is not None:  # a reminder needs no model and still fires; a briefing waits for the budget
@@ -312,8 +322,8 @@ class Scheduler:
             await self._jobs.finish_run(run_id, status=JobRunStatus.OVER_BUDGET,
                                         error=f"skipped: the day's LLM budget is spent (resets {utc_iso(over.resets_at)})")
             return JobRunStatus.OVER_BUDGET, None
-        quiet = QUIET_TOKEN if job.notify == "if_actionable" else None
-        outcome = await self._doors.run_proactive(job.conversation_id, job.content, job_id=job.id,
+        quiet = QUIET_TOKEN if job.notify is Notify.IF_ACTIONABLE else None
+        outcome = await self._doors.run_proactive(conversation, job.content, job_id=job.id,
                                                   tools=no_proactive_tools, quiet_token=quiet)
         if outcome.quiet:
             await self._jobs.finish_run(run_id, status=JobRunStatus.QUIET, turn_id=outcome.turn_id)
@@ -378,7 +388,7 @@ class Scheduler:
                 await self._settle(job, run)
 
     async def _settle(self, job: JobRecord, run: JobRunRecord) -> None:
-        if job.execution_mode == "message":
+        if job.execution_mode is ExecutionMode.MESSAGE:
             message_id = await self._jobs.outbound_since(job.conversation_id, job.content, run.started_at)
             if message_id is None:  # nothing was stored: it was never sent; it fires again
                 await self._jobs.release_run(run.id)
@@ -443,7 +453,7 @@ class Scheduler:
             return
         if claimed is not None:  # told once: the claim is unique
             when = local_text(due, self._book.schedule_of(job).zone)
-            await self._notices.post(job.conversation_id, job_missed(job.content, when, job.execution_mode),
+            await self._notices.post(ConversationId.parse(job.conversation_id), job_missed(job.content, when, job.execution_mode),
                                      kind=MessageKind.NOTICE)
         log.warning("scheduler.job_missed", late_s=int((now - due).total_seconds()))
 

@@ -30,7 +30,7 @@ from bruce.store import Store
 from bruce.turns.agent_loop import LLM
 from bruce.turns.prompt import memory_part
 from bruce.turns.scope import TurnScope, new_turn_id
-from bruce.values import Direction, FactType, TurnSource, TurnStatus
+from bruce.values import ConversationId, Direction, FactType, TurnSource, TurnStatus
 
 __all__ = ["Memory", "MemorySettings", "parse_facts", "EXTRACTION_INSTRUCTIONS", "MAX_FACT_CHARS"]
 
@@ -104,12 +104,12 @@ class Memory:
         self._clock = clock
         self.settings = settings
         self._slots = asyncio.Semaphore(settings.max_concurrent)
-        self._per_conversation: dict[str, asyncio.Lock] = {}
+        self._per_conversation: dict[ConversationId, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._summarizing: asyncio.Task[Any] | None = None
-        self._pending: dict[str, list[int]] = {}  # conversation -> answered messages not yet read
-        self._arrivals: dict[str, int] = {}
-        self._waiting: set[str] = set()
+        self._pending: dict[ConversationId, list[int]] = {}  # conversation -> answered messages not yet read
+        self._arrivals: dict[ConversationId, int] = {}
+        self._waiting: set[ConversationId] = set()
         self._closing = False
 
     # read path ----------------------------------------------------------------------------
@@ -123,7 +123,7 @@ class Memory:
 
     # write path ---------------------------------------------------------------------------
 
-    def after_message(self, conversation_id: str, message_id: int) -> None:
+    def after_message(self, conversation_id: ConversationId, message_id: int) -> None:
         """A chat turn answered ``message_id``: extract from it in the background (fire and forget),
         once the conversation has paused for ``extract_after_s``, so that extraction never competes
         with the reply to a message that follows at once."""
@@ -135,7 +135,7 @@ class Memory:
             self._waiting.add(conversation_id)
             self._spawn(self._after_pause(conversation_id), f"memory:{conversation_id}")
 
-    async def _after_pause(self, conversation_id: str) -> None:
+    async def _after_pause(self, conversation_id: ConversationId) -> None:
         try:
             while True:
                 seen = self._arrivals[conversation_id]
@@ -158,7 +158,7 @@ class Memory:
         if not task.cancelled() and task.exception() is not None:
             log.error("memory.task_failed", task=task.get_name(), error=repr(task.exception()))
 
-    async def _extract(self, conversation_id: str, message_id: int) -> None:
+    async def _extract(self, conversation_id: ConversationId, message_id: int) -> None:
         lock = self._per_conversation.setdefault(conversation_id, asyncio.Lock())
         new = 0
         async with lock, self._slots:
@@ -174,27 +174,28 @@ class Memory:
                 return
             facts = parse_facts(answer)
             if facts is None:
-                log.warning("memory.extraction_malformed", conversation=conversation_id, answer=answer[:200])
+                log.warning("memory.extraction_malformed", conversation=str(conversation_id), answer=answer[:200])
                 return
             for kind, content, confidence in facts:
                 _, added = await self._store.memory.remember(kind, content, confidence=confidence, origin="extraction",
-                                                             conversation_id=conversation_id, source_turn_id=source_turn)
+                                                             conversation_id=str(conversation_id), source_turn_id=source_turn)
                 new += added
-            log.info("memory.extracted", conversation=conversation_id, facts=len(facts), new=new)
+            log.info("memory.extracted", conversation=str(conversation_id), facts=len(facts), new=new)
         if new:
             await self.maybe_summarize(conversation_id)
 
-    async def remember(self, kind: FactType, content: str, *, conversation_id: str | None,
+    async def remember(self, kind: FactType, content: str, *, conversation_id: ConversationId | None,
                        turn_id: str | None) -> tuple[Fact, bool]:
         """``memory.remember``: the model stores what the user asked it to keep."""
         fact, new = await self._store.memory.remember(kind, " ".join(content.split())[:MAX_FACT_CHARS], confidence=1.0,
-                                                      origin="tool", conversation_id=conversation_id,
+                                                      origin="tool",
+                                                      conversation_id=str(conversation_id) if conversation_id else None,
                                                       source_turn_id=turn_id)
-        if new and conversation_id:
+        if new and conversation_id is not None:
             await self.maybe_summarize(conversation_id)
         return fact, new
 
-    async def maybe_summarize(self, conversation_id: str) -> None:
+    async def maybe_summarize(self, conversation_id: ConversationId) -> None:
         """Start a summary once ``summarize_after`` facts arrived since the last one (never two at once)."""
         if not self.settings.enabled or self._closing:
             return
@@ -203,7 +204,7 @@ class Memory:
         if len(await self._store.memory.unsummarized()) >= self.settings.summarize_after:
             self._summarizing = self._spawn(self._summarize(conversation_id), "memory:summary")
 
-    async def _summarize(self, conversation_id: str) -> None:
+    async def _summarize(self, conversation_id: ConversationId) -> None:
         facts = await self._store.memory.unsummarized()
         if len(facts) < self.settings.summarize_after:
             return
@@ -226,12 +227,12 @@ class Memory:
         archived = await self._store.memory.archive(older_than=cutoff)
         log.info("memory.summarized", facts=len(facts), archived=archived)
 
-    async def _ask(self, conversation_id: str, purpose: str, messages: list[dict[str, Any]], *,
+    async def _ask(self, conversation_id: ConversationId, purpose: str, messages: list[dict[str, Any]], *,
                    turn_id: str | None = None) -> str | None:
         """One background model call under its own turn (source ``memory``); None if it failed."""
         scope = TurnScope(turn_id=turn_id or new_turn_id(), conversation_id=conversation_id, user_id=None,
                           source=TurnSource.MEMORY)
-        await self._store.messages.start_turn(scope.turn_id, conversation_id, source=TurnSource.MEMORY,
+        await self._store.messages.start_turn(scope.turn_id, str(conversation_id), source=TurnSource.MEMORY,
                                               inbound_message_id=None)
         try:
             reply = await self._llm.complete(messages, scope=scope, model=self.settings.model)

@@ -21,6 +21,7 @@ import structlog
 
 from bruce.channel import LocalDecision
 from bruce.clock import utc_iso
+from bruce.values import ConversationId
 
 __all__ = ["Control", "Doors", "JobSync", "ServerStatus"]
 
@@ -32,7 +33,7 @@ class Doors(Protocol):
 
     async def decide_locally(self, confirmation_id: str, approve: bool) -> LocalDecision: ...
 
-    async def resend(self, conversation_id: str) -> None: ...
+    async def resend(self, conversation_id: ConversationId) -> None: ...
 
 
 class JobSync(Protocol):
@@ -85,6 +86,6 @@ class Control:
         """The owner's decision from the machine (``Worker.decide_locally``)."""
         return await self._doors.decide_locally(confirmation_id, approve)
 
-    async def resend(self, conversation_id: str) -> None:
+    async def resend(self, conversation_id: ConversationId) -> None:
         """Send what is stored and unsent for the conversation (a terminal attached again)."""
         await self._doors.resend(conversation_id)

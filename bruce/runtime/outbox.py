@@ -64,56 +64,56 @@ class Outbox:
         self._channels = channels
         self._clock = clock
         self._settings = settings or OutboxSettings()
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[ConversationId, asyncio.Lock] = {}
 
     @property
     def resend_interval_s(self) -> float:
         return self._settings.resend_interval_s
 
     async def post(
-        self, conversation_id: str, text: str, *, kind: MessageKind = MessageKind.CHAT, turn_id: str | None = None,
+        self, conversation_id: ConversationId, text: str, *, kind: MessageKind = MessageKind.CHAT,
+        turn_id: str | None = None,
         inbound_id: int | None = None, inbound_status: MessageStatus = MessageStatus.DONE,
     ) -> int:
         """Store a reply (closing ``inbound_id`` in the same transaction), then send it."""
         reply_id = await asyncio.shield(self._outbound.add(
-            conversation_id, text, turn_id=turn_id, kind=kind, inbound_id=inbound_id, inbound_status=inbound_status))
+            str(conversation_id), text, turn_id=turn_id, kind=kind, inbound_id=inbound_id, inbound_status=inbound_status))
         await self.flush(conversation_id)
         return reply_id
 
-    async def post_confirmation(self, conversation_id: str, request: ConfirmationRequest) -> int:
+    async def post_confirmation(self, conversation_id: ConversationId, request: ConfirmationRequest) -> int:
         """Store an approval request with what its buttons need, then send it after what was queued before."""
         row_id = await asyncio.shield(self._outbound.add(
-            conversation_id, f"approval request {request.id}: {request.tool_name}", turn_id=None,
+            str(conversation_id), f"approval request {request.id}: {request.tool_name}", turn_id=None,
             kind=MessageKind.NOTICE, payload_kind=PayloadKind.CONFIRMATION, payload=_confirmation_json(request)))
         await self.flush(conversation_id)
         return row_id
 
-    async def post_file(self, conversation_id: str, path: Path, caption: str | None = None) -> int:
+    async def post_file(self, conversation_id: ConversationId, path: Path, caption: str | None = None) -> int:
         """Store a file to send (its path and caption), then send it after what was queued before."""
         row_id = await asyncio.shield(self._outbound.add(
-            conversation_id, f"file {path.name}", turn_id=None, kind=MessageKind.NOTICE,
+            str(conversation_id), f"file {path.name}", turn_id=None, kind=MessageKind.NOTICE,
             payload_kind=PayloadKind.FILE, payload=json.dumps({"path": str(path), "caption": caption})))
         await self.flush(conversation_id)
         return row_id
 
-    async def flush(self, conversation_id: str) -> None:
+    async def flush(self, conversation: ConversationId) -> None:
         """Send every stored, unsent outbound row (reply, approval request, file) of this
         conversation, oldest first; stop at the first that cannot go out, so that order is kept."""
-        conversation = ConversationId.parse(conversation_id)
         channel = self._channels.get(conversation.channel)
         if channel is None:
-            log.warning("outbox.no_channel", conversation=conversation_id)
+            log.warning("outbox.no_channel", conversation=str(conversation))
             return
         try:
-            async with self._locks.setdefault(conversation_id, asyncio.Lock()):
-                for message in await self._outbound.unsent(conversation_id):
+            async with self._locks.setdefault(conversation, asyncio.Lock()):
+                for message in await self._outbound.unsent(str(conversation)):
                     if await self._give_up(message):
                         continue
                     failure = await self._due(message) or await self._send(channel, conversation.chat_id, message)
                     if failure is not None and failure.retryable:
                         return  # the platform cannot take it now: later replies wait behind it
         except StoreError:  # the replies stay stored; the next flush or resend continues
-            log.exception("outbox.store_failed", conversation=conversation_id)
+            log.exception("outbox.store_failed", conversation=str(conversation))
 
     async def _due(self, message: StoredMessage) -> ChannelSendError | None:
         """The platform asked us to wait past now (a long ``retry_after``): not yet."""
@@ -132,9 +132,10 @@ class Outbox:
 
     async def resend_all(self) -> None:
         """Try every unsent reply of the channels this process serves (start-up and background)."""
-        for conversation_id in await self._outbound.conversations_with_unsent():
-            if ConversationId.parse(conversation_id).channel in self._channels:
-                await self.flush(conversation_id)
+        for stored in await self._outbound.conversations_with_unsent():
+            conversation = ConversationId.parse(stored)
+            if conversation.channel in self._channels:
+                await self.flush(conversation)
 
     async def _send(self, channel: Channel, chat_id: str, message: StoredMessage) -> ChannelSendError | None:
         """Send the rest of one outbound row; the failure that left it unsent, or None once it is sent."""

@@ -58,7 +58,7 @@ class Recovery:
         now = self._clock.now()
         to_answer = []
         for message in await self._messages.with_status(Direction.IN, MessageStatus.PENDING, up_to_id=up_to_id):
-            if ConversationId.parse(message.conversation_id).channel not in self._served:
+            if ConversationId.parse(message.conversation_id).channel not in self._served:  # a stored row
                 log.info("recovery.channel_off", message_id=message.id)
                 continue
             acted = await self._messages.actions_for_message(message.id)
@@ -75,7 +75,7 @@ class Recovery:
         local = parse_iso(message.created_at).astimezone(self._zone)
         notice = expired_while_offline(f"{local:%Y-%m-%d %H:%M}", message.text)
         log.info("recovery.expired", message_id=message.id)
-        await self._outbox.post(message.conversation_id, notice, kind=MessageKind.NOTICE, inbound_id=message.id,
+        await self._outbox.post(ConversationId.parse(message.conversation_id), notice, kind=MessageKind.NOTICE, inbound_id=message.id,
                                 inbound_status=MessageStatus.EXPIRED)
 
     async def close_interrupted(self, message: StoredMessage, acted: list[ActedTool]) -> None:
@@ -86,5 +86,5 @@ class Recovery:
                    if a.status is ToolStatus.AWAITING_CONFIRMATION and a.confirmation_id]
         await self._messages.interrupt_turns_of(message.id, error="interrupted by a crash")
         log.info("recovery.interrupted_turn", message_id=message.id, actions=len(acted))
-        await self._outbox.post(message.conversation_id, interrupted_by_crash(message.text, done, waiting),
+        await self._outbox.post(ConversationId.parse(message.conversation_id), interrupted_by_crash(message.text, done, waiting),
                                 kind=MessageKind.NOTICE, inbound_id=message.id, inbound_status=MessageStatus.FAILED)

@@ -18,7 +18,7 @@ from bruce.records import StoredMessage
 from bruce.store import Store
 from bruce.turns.agent_loop import LLM
 from bruce.turns.scope import TurnScope, new_turn_id
-from bruce.values import TurnSource, TurnStatus
+from bruce.values import ConversationId, TurnSource, TurnStatus
 
 __all__ = ["fold_history", "fold_session", "Folded", "SUMMARY_INSTRUCTIONS"]
 
@@ -38,29 +38,30 @@ class Folded(StrEnum):
 
 
 async def fold_history(
-    store: Store, llm: LLM, conversation_id: str, *, keep_last: int, batch: int, model: str | None = None,
+    store: Store, llm: LLM, conversation_id: ConversationId, *, keep_last: int, batch: int, model: str | None = None,
 ) -> bool:
     """Fold messages older than the last ``keep_last`` into the summary. Returns True if a new
     summary was stored."""
-    older = await store.messages.to_fold(conversation_id, keep_last=keep_last)
+    older = await store.messages.to_fold(str(conversation_id), keep_last=keep_last)
     if len(older) < batch:
         return False
     return await _summarize(store, llm, conversation_id, older, model)
 
 
-async def fold_session(store: Store, llm: LLM, conversation_id: str, *, model: str | None = None) -> Folded:
+async def fold_session(store: Store, llm: LLM, conversation_id: ConversationId, *,
+                       model: str | None = None) -> Folded:
     """Fold every message of the session not yet in the summary, up to the first one still
     waiting for its turn (the ``/new`` being handled): one model call, or none when nothing waits."""
-    older = await store.messages.to_fold(conversation_id, keep_last=0)
+    older = await store.messages.to_fold(str(conversation_id), keep_last=0)
     if not older:
         return Folded.NOTHING
     return Folded.STORED if await _summarize(store, llm, conversation_id, older, model) else Folded.FAILED
 
 
 async def _summarize(
-    store: Store, llm: LLM, conversation_id: str, older: list[StoredMessage], model: str | None,
+    store: Store, llm: LLM, conversation_id: ConversationId, older: list[StoredMessage], model: str | None,
 ) -> bool:
-    previous = await store.messages.latest_summary(conversation_id)
+    previous = await store.messages.latest_summary(str(conversation_id))
     transcript = "\n".join(f"{m.role}: {m.text}" for m in older)
     prompt = (
         f"Previous summary:\n{previous.summary if previous else '(none)'}\n\n"
@@ -68,14 +69,14 @@ async def _summarize(
     )
     scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation_id, user_id=None,
                       source=TurnSource.SUMMARY)
-    with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=conversation_id):
+    with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=str(conversation_id)):
         return await _fold(store, llm, scope, older, prompt, model)
 
 
 async def _fold(
     store: Store, llm: LLM, scope: TurnScope, older: list[StoredMessage], prompt: str, model: str | None,
 ) -> bool:
-    conversation_id = scope.conversation_id
+    conversation_id = str(scope.conversation)  # the store's and the log's form
     await store.messages.start_turn(scope.turn_id, conversation_id, source=TurnSource.SUMMARY, inbound_message_id=None)
     try:
         reply = await llm.complete(

@@ -61,7 +61,7 @@ class Worker:
         self, *, store: Store, llm: LLM, clock: Clock, conversations: Conversations, outbox: Outbox,
         recovery: Recovery, confirmations: Confirmations, served: Mapping[str, object], settings: WorkerSettings,
         access: Access, limiter: RateLimiter | None = None, zone: ZoneInfo | None = None,
-        on_answered: Callable[[str, int], None] | None = None,
+        on_answered: Callable[[ConversationId, int], None] | None = None,
     ) -> None:
         """``on_answered(conversation_id, message_id)``: told after each message's turn (long-term
         memory's extraction); None: nobody is."""
@@ -80,7 +80,7 @@ class Worker:
         self._access = access
         self._turns: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
-        self._background: dict[str, asyncio.Task[bool]] = {}
+        self._background: dict[ConversationId, asyncio.Task[bool]] = {}
         self._accepting = True
         self._approvals_due = asyncio.Event()  # a local approval arrived: claim it now, not at the next poll
 
@@ -100,8 +100,9 @@ class Worker:
             if message.private and self._accepting:  # a pairing code or a refusal, never in a group
                 self._spawn(self._access.answer_stranger(message), f"stranger:{message.channel}")
             return None
-        cid = message.conversation_id
-        await self._store.messages.ensure_conversation(cid, message.channel, message.chat_id)
+        conversation = message.conversation_id
+        cid = str(conversation)  # the store's and the log's form
+        await self._store.messages.ensure_conversation(cid, conversation.channel, conversation.chat_id)
         if not message.text.strip():
             return None
         limit = self._settings.max_message_chars
@@ -109,7 +110,7 @@ class Worker:
             log.info("worker.message_too_long", conversation=cid, chars=len(message.text))
             await self._store.outbound.add(cid, message_too_long(len(message.text), limit), turn_id=None,
                                            kind=MessageKind.NOTICE)
-            self._spawn(self._outbox.flush(cid), f"outbox:{cid}")  # the channel is not kept waiting
+            self._spawn(self._outbox.flush(conversation), f"outbox:{cid}")  # the channel is not kept waiting
             return None
         admission = self._admit(message)
         message_id, is_new = await self._store.messages.add_inbound(
@@ -128,12 +129,12 @@ class Worker:
             if admission.notify and admission.retry_at is not None:
                 await self._store.outbound.add(cid, rate_limited(admission.retry_at, self._zone),
                                                turn_id=None, kind=MessageKind.NOTICE)
-                self._spawn(self._outbox.flush(cid), f"outbox:{cid}")
+                self._spawn(self._outbox.flush(conversation), f"outbox:{cid}")
             return None
         if not self._accepting:  # shutting down: kept pending, answered at the next start
             log.info("worker.deferred_until_restart", conversation=cid, message_id=message_id)
             return None
-        return self._spawn(self._process(cid, message_id, message.sender_id), f"turn:{cid}")
+        return self._spawn(self._process(conversation, message_id, message.sender_id), f"turn:{cid}")
 
     def _admit(self, message: IncomingMessage) -> Admission | None:
         """The rate limits (``bruce.limits``); None: not counted (no limiter, or an approval)."""
@@ -145,12 +146,14 @@ class Worker:
         keys = (f"sender:{message.channel}:{message.sender_id}", f"conversation:{message.conversation_id}")
         return self._limiter.take(keys, self._clock.now())
 
-    async def decide(self, conversation_id: str, user_id: str, confirmation_id: str, approve: bool) -> DecisionReport:
+    async def decide(
+        self, conversation_id: ConversationId, user_id: str, confirmation_id: str, approve: bool,
+    ) -> DecisionReport:
         """A button press (Telegram callback, Discord interaction, web chat) on a pending request.
         An approved action runs in the background, in its conversation's order; its report
         follows in the conversation."""
-        if not await self.is_allowed(ConversationId.parse(conversation_id).channel, user_id):
-            log.warning("access.denied", conversation=conversation_id, sender=user_id)
+        if not await self.is_allowed(conversation_id.channel, user_id):
+            log.warning("access.denied", conversation=str(conversation_id), sender=user_id)
             return DecisionReport(DecisionOutcome.WRONG_USER, "You are not allowed to decide on this request.")
         if not self._accepting:
             text = decision_text(DecisionOutcome.UNAVAILABLE, confirmation_id[:16], None, None)
@@ -177,14 +180,14 @@ class Worker:
         log.info("confirmation.decided_locally", confirmation=action.id, outcome=str(decision.outcome))
         return LocalDecision(decision.outcome, action.tool_name, action.conversation_id, str(action.status), runs_here)
 
-    async def resend(self, conversation_id: str) -> None:
+    async def resend(self, conversation_id: ConversationId) -> None:
         """Send what is stored and unsent for the conversation (a terminal attached again)."""
         self._spawn(self._outbox.flush(conversation_id), f"outbox:{conversation_id}")
 
     # the scheduler's doors -------------------------------------------------------------
 
     async def run_proactive(
-        self, conversation_id: str, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,
+        self, conversation_id: ConversationId, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,
         job_id: str | None = None, tools: ToolFilter | None = None, quiet_token: str | None = None,
     ) -> TurnOutcome:
         """A turn without a message (see ``Conversations.run_proactive``), owned like a chat
@@ -193,7 +196,7 @@ class Worker:
                                                 quiet_token=quiet_token)
         return await self._owned(work, f"proactive:{conversation_id}")
 
-    async def post(self, conversation_id: str, text: str) -> int:
+    async def post(self, conversation_id: ConversationId, text: str) -> int:
         """Store and send a text with no model call. Raises ``ShuttingDown`` once stopping."""
         return await self._owned(self.conversations.post(conversation_id, text), f"post:{conversation_id}")
 
@@ -211,7 +214,7 @@ class Worker:
             raise ShuttingDown("Bruce is shutting down; nothing was started")
         return await self._spawn(work, name)
 
-    async def _process(self, conversation_id: str, message_id: int, sender_id: str | None) -> None:
+    async def _process(self, conversation_id: ConversationId, message_id: int, sender_id: str | None) -> None:
         """Handle one stored message. A database failure (locked past the busy timeout, disk
         full) is tried again with backoff; a retry never redoes a tool that already acted: such
         a message is closed with what completed, as after a crash."""
@@ -219,23 +222,25 @@ class Worker:
         for attempt in range(s.store_retries + 1):
             try:
                 async with self.conversations.lock(conversation_id):
-                    await self._handle(message_id, sender_id, retry=attempt > 0)
+                    await self._handle(conversation_id, message_id, sender_id, retry=attempt > 0)
                 if self._on_answered is not None:
                     self._on_answered(conversation_id, message_id)
                 break
             except StoreError as exc:
-                log.warning("worker.store_failed", conversation=conversation_id, message_id=message_id,
+                log.warning("worker.store_failed", conversation=str(conversation_id), message_id=message_id,
                             attempt=attempt + 1, error=str(exc))
                 if attempt == s.store_retries:  # still pending: answered at the next start
-                    log.error("worker.process_failed", conversation=conversation_id, message_id=message_id)
+                    log.error("worker.process_failed", conversation=str(conversation_id), message_id=message_id)
                     return
                 await self._clock.sleep(min(s.store_backoff_s * 2.0**attempt, 30.0))
             except Exception:  # the message stays pending and is retried at the next start
-                log.exception("worker.process_failed", conversation=conversation_id, message_id=message_id)
+                log.exception("worker.process_failed", conversation=str(conversation_id), message_id=message_id)
                 return
         self._maybe_fold(conversation_id)
 
-    async def _handle(self, message_id: int, sender_id: str | None, *, retry: bool) -> None:
+    async def _handle(
+        self, conversation: ConversationId, message_id: int, sender_id: str | None, *, retry: bool,
+    ) -> None:
         stored = await self._store.messages.get(message_id)
         if stored is None or stored.status is not MessageStatus.PENDING:
             return
@@ -247,9 +252,9 @@ class Worker:
                 return
         command = parse_command(stored.text)
         if command is not None:
-            await self.conversations.handle_command(stored, command, sender_id)
+            await self.conversations.handle_command(conversation, stored, command, sender_id)
         else:
-            await self.conversations.answer(stored, sender_id)
+            await self.conversations.answer(conversation, stored, sender_id)
 
     async def _run_approved(self, action: PendingAction, user_id: str | None) -> None:
         try:
@@ -263,7 +268,8 @@ class Worker:
             try:
                 for late in await self._confirmations.expire_late(self._served.keys()):
                     log.info("confirmation.expired_before_running", confirmation=late.id)
-                    await self._outbox.post(late.conversation_id, approval_arrived_late(late.id, late.tool_name),
+                    await self._outbox.post(ConversationId.parse(late.conversation_id),
+                                            approval_arrived_late(late.id, late.tool_name),
                                             kind=MessageKind.NOTICE)
                 for action in await self._confirmations.claim_queued(self._served.keys()):
                     self._spawn(self._run_approved(action, action.user_id), f"approved:{action.id}")
@@ -283,7 +289,7 @@ class Worker:
             except Exception:
                 log.exception("outbox.resend_failed")
 
-    def _maybe_fold(self, conversation_id: str) -> None:
+    def _maybe_fold(self, conversation_id: ConversationId) -> None:
         running = self._background.get(conversation_id)
         if running is not None and not running.done():
             return
@@ -308,7 +314,7 @@ class Worker:
         it left unsent, then start the background loops."""
         await self._outbox.resend_all()
         for message in await self._recovery.unanswered(up_to_id=up_to_id):
-            self._spawn(self._process(message.conversation_id, message.id, message.sender_id),
+            self._spawn(self._process(ConversationId.parse(message.conversation_id), message.id, message.sender_id),
                         f"turn:{message.conversation_id}")
         if not self._loops:
             self._loops = [asyncio.create_task(self._watch_approvals(), name="approvals"),

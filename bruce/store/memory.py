@@ -12,7 +12,7 @@ from typing import Any
 from bruce.errors import StoreError
 from bruce.records import Fact, MemorySummary
 from bruce.store.database import Database
-from bruce.values import FactType
+from bruce.values import FactStatus, FactType
 
 __all__ = ["MemoryStore", "normalized"]
 
@@ -25,7 +25,7 @@ def normalized(text: str) -> str:
 
 def _fact(row: Any) -> Fact:
     return Fact(id=int(row["id"]), type=FactType(row["type"]), content=str(row["content"]),
-                confidence=float(row["confidence"]), status=str(row["status"]), origin=str(row["origin"]),
+                confidence=float(row["confidence"]), status=FactStatus(row["status"]), origin=str(row["origin"]),
                 conversation_id=row["conversation_id"], source_turn_id=row["source_turn_id"],
                 created_at=str(row["created_at"]), last_seen_at=str(row["last_seen_at"]),
                 summarized_in=row["summarized_in"])

@@ -25,7 +25,7 @@ from bruce.texts import jobs_listing, memory_listing, new_session
 from bruce.turns.agent_loop import LLM
 from bruce.turns.commands import Command, CommandName, help_text
 from bruce.turns.indicator import Indicator
-from bruce.values import MessageKind
+from bruce.values import ConversationId, MessageKind
 
 __all__ = ["ChatCommands"]
 
@@ -54,12 +54,12 @@ class ChatCommands:
         self._memory = memory
         self._summary_model = summary_model
 
-    async def handle(self, inbound: StoredMessage, command: Command) -> None:
+    async def handle(self, conversation: ConversationId, inbound: StoredMessage, command: Command) -> None:
         """Answer the command (the caller holds the conversation's lock)."""
         if command.name is CommandName.NEW:
-            await self._new_session(inbound)
+            await self._new_session(conversation, inbound)
             return
-        await self._outbox.post(inbound.conversation_id, await self._answer(inbound, command),
+        await self._outbox.post(conversation, await self._answer(inbound, command),
                                 kind=MessageKind.NOTICE, inbound_id=inbound.id)
 
     async def _answer(self, inbound: StoredMessage, command: Command) -> str:
@@ -89,16 +89,15 @@ class ChatCommands:
         await self._memory.forget([fact.id])
         return f"Forgotten: {fact.content}"
 
-    async def _new_session(self, inbound: StoredMessage) -> None:
+    async def _new_session(self, cid: ConversationId, inbound: StoredMessage) -> None:
         """``/new``: fold the session so far into the summary (one model call; if it fails the
         messages leave the window all the same), start the new session at this message, and
         close it with a notice (kept out of the model's history, like the ``/new`` itself)."""
-        cid = inbound.conversation_id
         async with self._indicator.showing(cid):
             folded = await fold_session(self._store, self._llm, cid, model=self._summary_model)
-        await self._store.messages.start_session(cid, at_message_id=inbound.id)
+        await self._store.messages.start_session(str(cid), at_message_id=inbound.id)
         kept = folded is Folded.STORED or (
-            folded is Folded.NOTHING and await self._store.messages.latest_summary(cid) is not None)
-        log.info("conversation.new_session", conversation=cid, summary=str(folded))
+            folded is Folded.NOTHING and await self._store.messages.latest_summary(str(cid)) is not None)
+        log.info("conversation.new_session", conversation=str(cid), summary=str(folded))
         await self._outbox.post(cid, new_session(summary_kept=kept, summary_failed=folded is Folded.FAILED),
                                 kind=MessageKind.NOTICE, inbound_id=inbound.id)

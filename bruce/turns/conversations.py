@@ -40,35 +40,38 @@ class Conversations:
         self._runner = runner
         self._commands = commands
         self._decisions = decisions
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[ConversationId, asyncio.Lock] = {}
 
-    def lock(self, conversation_id: str) -> asyncio.Lock:
+    def lock(self, conversation_id: ConversationId) -> asyncio.Lock:
         """One turn at a time per conversation."""
         return self._locks.setdefault(conversation_id, asyncio.Lock())
 
-    async def answer(self, inbound: StoredMessage, sender_id: str | None) -> TurnOutcome:
-        """A chat turn for a stored message (the caller holds the conversation's lock)."""
-        return await self._runner.answer(inbound, sender_id)
+    async def answer(self, conversation: ConversationId, inbound: StoredMessage, sender_id: str | None) -> TurnOutcome:
+        """A chat turn for a stored message of ``conversation`` (the caller holds its lock)."""
+        return await self._runner.answer(conversation, inbound, sender_id)
 
-    async def handle_command(self, inbound: StoredMessage, command: Command, sender_id: str | None) -> None:
-        """A typed command (the caller holds the conversation's lock)."""
+    async def handle_command(
+        self, conversation: ConversationId, inbound: StoredMessage, command: Command, sender_id: str | None,
+    ) -> None:
+        """A typed command in ``conversation`` (the caller holds its lock)."""
         if command.name in _DECISIONS:
-            await self._decisions.typed(inbound, command, sender_id)
+            await self._decisions.typed(conversation, inbound, command, sender_id)
         else:
-            await self._commands.handle(inbound, command)
+            await self._commands.handle(conversation, inbound, command)
 
     async def decide(
-        self, conversation_id: str, user_id: str, confirmation_id: str, approve: bool,
+        self, conversation_id: ConversationId, user_id: str, confirmation_id: str, approve: bool,
     ) -> tuple[DecisionReport, PendingAction | None]:
         """A decision from a button (``Decisions.decide``)."""
         return await self._decisions.decide(conversation_id, user_id, confirmation_id, approve)
 
     async def run_approved(self, action: PendingAction, user_id: str | None) -> None:
         """Run an approved action in its conversation's order, then report it."""
-        await self._decisions.run_approved(action, user_id, lock=self.lock(action.conversation_id))
+        conversation = ConversationId.parse(action.conversation_id)  # a stored request
+        await self._decisions.run_approved(conversation, action, user_id, lock=self.lock(conversation))
 
     async def run_proactive(
-        self, conversation_id: str, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,
+        self, conversation_id: ConversationId, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,
         job_id: str | None = None, tools: ToolFilter | None = None, quiet_token: str | None = None,
     ) -> TurnOutcome:
         """A turn with no inbound message (``TurnRunner.run_proactive``), in the conversation's order."""
@@ -76,13 +79,13 @@ class Conversations:
         return await self._runner.run_proactive(conversation_id, prompt, lock=self.lock(conversation_id),
                                                 source=source, job_id=job_id, tools=tools, quiet_token=quiet_token)
 
-    async def post(self, conversation_id: str, text: str) -> int:
+    async def post(self, conversation_id: ConversationId, text: str) -> int:
         """A message that needs no model (a reminder): stored, then sent through the outbox."""
         if not text.strip():
             raise ValueError("post: the text is empty")
         await self._ensure(conversation_id)
         return await self._outbox.post(conversation_id, text)
 
-    async def _ensure(self, conversation_id: str) -> None:
-        conversation = ConversationId.parse(conversation_id)
-        await self._store.messages.ensure_conversation(conversation_id, conversation.channel, conversation.chat_id)
+    async def _ensure(self, conversation_id: ConversationId) -> None:
+        await self._store.messages.ensure_conversation(str(conversation_id), conversation_id.channel,
+                                                       conversation_id.chat_id)

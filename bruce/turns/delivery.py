@@ -17,6 +17,7 @@ from bruce.channel import ConfirmationRequest
 from bruce.runtime.outbox import Outbox
 from bruce.store import Store
 from bruce.turns.scope import TurnScope
+from bruce.values import ConversationId
 
 __all__ = ["Delivery"]
 
@@ -36,16 +37,16 @@ class Delivery:
 
     async def after_reply(self, scope: TurnScope) -> None:
         """The stored reply (and anything before it), the turn's files, its confirmation requests."""
-        await self._outbox.flush(scope.conversation_id)
+        await self._outbox.flush(scope.conversation)
         await self.send_artifacts(scope)
-        await self.send_confirmations(scope.conversation_id, scope.confirmations)
+        await self.send_confirmations(scope.conversation, scope.confirmations)
 
     async def send_artifacts(self, scope: TurnScope) -> None:
         """Send each document this turn's ``artifact.save`` calls saved, once, after the reply,
         through the outbox. A file the platform refuses is logged: the turn and its reply (which
         has the link) stand."""
         for path, caption in await self._artifact_files(scope):
-            await self._outbox.post_file(scope.conversation_id, path, caption)
+            await self._outbox.post_file(scope.conversation, path, caption)
 
     async def _artifact_files(self, scope: TurnScope) -> list[tuple[Path, str | None]]:
         """The files (and captions) of the artifacts this turn saved: stored for this
@@ -60,7 +61,7 @@ class Delivery:
                 continue
             artifact_id = output.get("artifact_id")  # a dry run saved nothing and has none
             record = await self._store.artifacts.get(artifact_id) if isinstance(artifact_id, str) else None
-            if record is None or record.conversation_id != scope.conversation_id:
+            if record is None or record.conversation_id != str(scope.conversation):
                 continue
             path = (root / record.path).resolve()
             if not path.is_relative_to(root) or not path.is_file():
@@ -69,7 +70,7 @@ class Delivery:
             files.setdefault(path, record.title or None)
         return list(files.items())
 
-    async def send_confirmations(self, conversation_id: str, requests: list[ConfirmationRequest]) -> None:
+    async def send_confirmations(self, conversation_id: ConversationId, requests: list[ConfirmationRequest]) -> None:
         """Each approval request with its buttons, through the outbox: stored, then sent in order."""
         for request in requests:
             await self._outbox.post_confirmation(conversation_id, request)

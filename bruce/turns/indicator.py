@@ -31,10 +31,9 @@ class Indicator:
         self._channels = channels
 
     @asynccontextmanager
-    async def showing(self, conversation_id: str) -> AsyncIterator[Progress]:
+    async def showing(self, conversation: ConversationId) -> AsyncIterator[Progress]:
         """The channel's live progress while the block runs, or its typing indicator alone. A
         channel failing to show either is logged; the turn goes on."""
-        conversation = ConversationId.parse(conversation_id)
         channel = self._channels.get(conversation.channel)
         if channel is None:
             yield Progress()

@@ -45,7 +45,7 @@ from bruce.turns.grounding import check_links, produced_urls
 from bruce.turns.indicator import Indicator
 from bruce.turns.prompt import ScheduledRun, build_system_prompt
 from bruce.turns.scope import ToolFilter, TurnScope, new_turn_id
-from bruce.values import MessageKind, TurnSource, TurnStatus
+from bruce.values import ConversationId, MessageKind, TurnSource, TurnStatus
 
 __all__ = ["TurnRunner", "TurnSettings", "TurnOutcome", "TurnTools"]
 
@@ -100,7 +100,7 @@ class TurnRunner:
         self._budget = budget
         self._memory = memory
 
-    async def history(self, conversation_id: str, inbound_id: int | None = None) -> list[dict[str, str]]:
+    async def history(self, conversation_id: ConversationId, inbound_id: int | None = None) -> list[dict[str, str]]:
         """Every message of the session (since the last ``/new``) that the summary does not cover, at most
         ``history_limit + summary_batch - 1`` (folding keeps ``history_limit - 1`` and waits for
         ``summary_batch`` more, so no message is ever in neither the summary nor the history).
@@ -108,41 +108,40 @@ class TurnRunner:
         burst are left to their own turns; replies stored meanwhile are included."""
         return _as_history((await self._turn_view(conversation_id, inbound_id)).history)
 
-    async def _turn_view(self, conversation_id: str, inbound_id: int | None) -> TurnView:
+    async def _turn_view(self, conversation_id: ConversationId, inbound_id: int | None) -> TurnView:
         s = self._settings
-        return await self._store.messages.turn_view(conversation_id, limit=s.history_limit + s.summary_batch - 1,
+        return await self._store.messages.turn_view(str(conversation_id), limit=s.history_limit + s.summary_batch - 1,
                                                     inbound_id=inbound_id)
 
     # entries -----------------------------------------------------------------------------
 
-    async def answer(self, inbound: StoredMessage, sender_id: str | None) -> TurnOutcome:
+    async def answer(self, cid: ConversationId, inbound: StoredMessage, sender_id: str | None) -> TurnOutcome:
         """A chat turn for a stored message (the caller holds the conversation's lock). With the
         day's LLM budget spent, a notice with the reset time instead, and no model call."""
-        cid = inbound.conversation_id
         over = await self._budget.reached() if self._budget is not None else None
         if over is not None:
-            log.warning("turn.over_budget", conversation=cid, tokens=over.tokens, usd=round(over.usd, 4))
+            log.warning("turn.over_budget", conversation=str(cid), tokens=over.tokens, usd=round(over.usd, 4))
             text = budget_reached(over, self._settings.zone)
             await self._outbox.post(cid, text, kind=MessageKind.NOTICE, inbound_id=inbound.id)
             return TurnOutcome("", False, text)
         scope = TurnScope(turn_id=new_turn_id(), conversation_id=cid, user_id=sender_id)
-        with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=cid):
+        with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=str(cid)):
             outcome = await self._turn(scope, inbound=inbound)
         await self._budget_warning(cid)
         return outcome
 
-    async def _budget_warning(self, conversation_id: str) -> None:
+    async def _budget_warning(self, conversation_id: ConversationId) -> None:
         """80 % of the day's budget: told once a day, in the conversation whose turn crossed it."""
         if self._budget is None:
             return
-        spend = await self._budget.warning_due(conversation_id)
+        spend = await self._budget.warning_due(str(conversation_id))
         if spend is not None:
-            log.warning("budget.warning", conversation=conversation_id, fraction=round(spend.fraction, 3))
+            log.warning("budget.warning", conversation=str(conversation_id), fraction=round(spend.fraction, 3))
             await self._outbox.post(conversation_id, budget_warning(spend, self._settings.zone),
                                     kind=MessageKind.NOTICE)
 
     async def run_proactive(
-        self, conversation_id: str, prompt: str, *, lock: asyncio.Lock, source: TurnSource = TurnSource.PROACTIVE,
+        self, conversation_id: ConversationId, prompt: str, *, lock: asyncio.Lock, source: TurnSource = TurnSource.PROACTIVE,
         job_id: str | None = None, tools: ToolFilter | None = None, quiet_token: str | None = None,
     ) -> TurnOutcome:
         """A turn with no inbound message (a scheduled briefing), run under ``lock`` (the
@@ -153,7 +152,7 @@ class TurnRunner:
         scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation_id, user_id=None, source=source,
                           unattended=True, tool_filter=tools, scheduled=ScheduledRun(job_id, quiet_token))
         async with lock:
-            with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=conversation_id,
+            with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=str(conversation_id),
                                                          job=job_id):
                 outcome = await self._turn(scope, prompt=prompt, job_id=job_id)
         await self._budget_warning(conversation_id)
@@ -163,11 +162,11 @@ class TurnRunner:
 
     async def _turn(self, scope: TurnScope, *, inbound: StoredMessage | None = None, prompt: str | None = None,
                     job_id: str | None = None) -> TurnOutcome:
-        await self._store.messages.start_turn(scope.turn_id, scope.conversation_id, source=scope.source,
+        await self._store.messages.start_turn(scope.turn_id, str(scope.conversation), source=scope.source,
                                               inbound_message_id=inbound.id if inbound else None, job_id=job_id)
         log.info("turn.started", source=str(scope.source))
         try:
-            async with self._indicator.showing(scope.conversation_id) as progress:
+            async with self._indicator.showing(scope.conversation) as progress:
                 scope.progress = progress
                 result, context = await self._run_loop(scope, inbound, prompt)
                 if result.text:
@@ -217,7 +216,7 @@ class TurnRunner:
         """The loop's result, and the context it started from (system prompt and history)."""
         s = self._settings
         view, memory = await asyncio.gather(  # two reads queued at once: one wait for the database thread
-            self._turn_view(scope.conversation_id, inbound.id if inbound else None),
+            self._turn_view(scope.conversation, inbound.id if inbound else None),
             self._memory.context() if self._memory is not None else _nothing_remembered())
         system_prompt = build_system_prompt(
             system_prompt=s.system_prompt, name=s.name, summary=view.summary.summary if view.summary else None,
@@ -247,7 +246,7 @@ class TurnRunner:
             return TurnOutcome(scope.turn_id, True, "", result, quiet=True)
         text = await self._grounded_text(scope, result)
         await asyncio.shield(self._store.messages.complete_turn(
-            scope.turn_id, inbound_id=inbound.id if inbound else None, conversation_id=scope.conversation_id,
+            scope.turn_id, inbound_id=inbound.id if inbound else None, conversation_id=str(scope.conversation),
             reply=text, llm_calls=scope.llm_calls, tool_calls=len(result.tool_results),
             hit_ceiling=result.hit_ceiling, stopped_repeat=result.stopped_repeat, unbacked_claims=unbacked,
         ))
@@ -270,7 +269,7 @@ class TurnRunner:
         if scope.unattended:
             notice = proactive_failed(notice)
         await asyncio.shield(self._store.messages.complete_turn(
-            scope.turn_id, inbound_id=inbound.id if inbound else None, conversation_id=scope.conversation_id,
+            scope.turn_id, inbound_id=inbound.id if inbound else None, conversation_id=str(scope.conversation),
             reply=notice, llm_calls=scope.llm_calls, tool_calls=len(scope.results), error=error,
         ))
         await self._delivery.after_reply(scope)
@@ -287,7 +286,7 @@ class TurnRunner:
             return
         notice = interrupted_by_shutdown(scope.completed_actions(), [r.id for r in scope.confirmations])
         await self._store.messages.complete_turn(
-            scope.turn_id, inbound_id=inbound.id if inbound else None, conversation_id=scope.conversation_id,
+            scope.turn_id, inbound_id=inbound.id if inbound else None, conversation_id=str(scope.conversation),
             reply=notice, llm_calls=scope.llm_calls, tool_calls=len(scope.results), error="interrupted by shutdown",
         )
 

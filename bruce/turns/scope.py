@@ -10,7 +10,7 @@ from bruce.channel import ConfirmationRequest
 from bruce.contracts import ToolContract, ToolResult
 from bruce.turns.progress import NO_PROGRESS, Progress
 from bruce.turns.prompt import ScheduledRun
-from bruce.values import ToolStatus, TurnSource
+from bruce.values import ConversationId, ToolStatus, TurnSource
 
 __all__ = ["TurnScope", "ToolFilter", "new_turn_id"]
 
@@ -24,7 +24,7 @@ def new_turn_id() -> str:
 @dataclass(slots=True)
 class TurnScope:
     turn_id: str
-    conversation_id: str
+    conversation_id: ConversationId | None  # None: an MCP client's call, in no conversation
     user_id: str | None
     source: TurnSource = TurnSource.CHAT
     unattended: bool = False  # nobody to ask: tools that need approval are skipped, never parked
@@ -35,6 +35,13 @@ class TurnScope:
     _llm_seq: int = 0
     confirmations: list[ConfirmationRequest] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)  # every tool call of the turn, by contract name
+
+    @property
+    def conversation(self) -> ConversationId:
+        """The conversation of a turn that has one (every turn but an MCP client's call)."""
+        if self.conversation_id is None:
+            raise ValueError(f"turn {self.turn_id or '(none)'} is in no conversation")
+        return self.conversation_id
 
     def allows(self, contract: ToolContract) -> bool:
         return self.tool_filter is None or self.tool_filter(contract)

@@ -26,7 +26,7 @@ from bruce.clock import Clock
 from bruce.config.schema import DiscordConfig
 from bruce.errors import StoreError
 from bruce.turns.commands import COMMANDS, CommandSpec, help_text
-from bruce.values import DecisionOutcome
+from bruce.values import ConversationId, DecisionOutcome
 from channels.discord.format import MESSAGE_LIMIT
 from channels.discord.gateway import SEND_ERRORS, GatewayClient
 from channels.discord.ui import NO_MENTIONS, approval_view, decided_text, parse_custom_id
@@ -74,7 +74,7 @@ class Interactions:
         if parsed is None or self._inbound is None:
             return
         approve, rid = parsed
-        report = await self._inbound.decide(f"{self.name}:{interaction.channel_id}", str(interaction.user.id),
+        report = await self._inbound.decide(ConversationId(self.name, str(interaction.channel_id)), str(interaction.user.id),
                                             rid, approve)
         await self._answer_press(interaction, rid, report)
 

@@ -24,6 +24,7 @@ from bruce.clock import Clock
 from bruce.config.schema import TelegramConfig
 from bruce.limits import Quiet
 from bruce.turns.commands import help_text
+from bruce.values import ConversationId
 
 if TYPE_CHECKING:
     from aiogram.types import CallbackQuery, Message, Update
@@ -140,7 +141,7 @@ class UpdateHandler:
         if verb not in ("approve", "deny") or message is None or not hasattr(message, "text"):
             await bot.answer_button(query, "This button is not one of mine.", alert=True)
             return
-        report = await self._inbound.decide(f"{self.name}:{message.chat.id}", str(query.from_user.id), rid,
+        report = await self._inbound.decide(ConversationId(self.name, str(message.chat.id)), str(query.from_user.id), rid,
                                             verb == "approve")
         await bot.answer_button(query, report.text, alert=not report.accepted)
         if report.accepted:

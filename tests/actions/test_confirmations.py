@@ -13,6 +13,7 @@ import pytest
 from bruce.app import build_app
 from bruce.contracts import ToolCall
 from bruce.turns.scope import TurnScope, new_turn_id
+from bruce.values import ConversationId
 from tests.fakes.console import ConsoleDriver, request_id
 from tests.fakes.llm_server import Step
 from tests.helpers import db_rows, incoming, rows, say
@@ -169,7 +170,7 @@ async def test_critical_tool_needs_the_owners_local_approval(make_config, clock,
 async def test_unattended_turn_never_runs_a_tool_that_needs_confirmation(app_factory, notes):
     app = await app_factory(tools={"files": {"notes_dir": str(notes)}})
     await app.store.messages.ensure_conversation("test:c1", "test", "c1")
-    scope = TurnScope(new_turn_id(), "test:c1", None, source="proactive", unattended=True)
+    scope = TurnScope(new_turn_id(), ConversationId("test", "c1"), None, source="proactive", unattended=True)
     await app.store.messages.start_turn(scope.turn_id, "test:c1", source="proactive", inbound_message_id=None)
     assert "files_write" not in json.dumps(app.registry.definitions(scope))  # not even offered
     result = await app.registry.execute(ToolCall("c1", "files_write", json.dumps({"path": "a.md", "content": "x"})), scope)
@@ -246,7 +247,7 @@ async def test_identical_artifact_saves_create_one_artifact(app_factory, fake_ll
 async def test_concurrent_identical_saves_in_one_turn_create_one_artifact(app_factory, tmp_path):
     app = await app_factory(tools={"artifacts": {"dir": str(tmp_path / "art")}})
     await app.store.messages.ensure_conversation("test:c1", "test", "c1")
-    scope = TurnScope(new_turn_id(), "test:c1", "u1")
+    scope = TurnScope(new_turn_id(), ConversationId("test", "c1"), "u1")
     await app.store.messages.start_turn(scope.turn_id, "test:c1", source="chat", inbound_message_id=None)
     args = json.dumps({"filename": "a.md", "content": "# A", "format": "markdown"})
     results = await asyncio.gather(*(app.registry.execute(ToolCall(f"c{i}", "artifact_save", args), scope)

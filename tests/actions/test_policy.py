@@ -35,7 +35,7 @@ from bruce.contracts import Risk, ToolCall, ToolContract
 from bruce.errors import ConfigError, ContractError
 from bruce.store import Store
 from bruce.turns.scope import TurnScope, new_turn_id
-from bruce.values import DecisionOutcome, TurnSource
+from bruce.values import ConversationId, DecisionOutcome, TurnSource
 from tests.actions.test_registry import contract
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
@@ -115,7 +115,7 @@ class World:
 
     async def scope(self, unattended: bool) -> TurnScope:
         source = TurnSource.PROACTIVE if unattended else TurnSource.CHAT
-        scope = TurnScope(new_turn_id(), "test:c1", None if unattended else "u1", source=source,
+        scope = TurnScope(new_turn_id(), ConversationId("test", "c1"), None if unattended else "u1", source=source,
                           unattended=unattended)
         await self.store.messages.start_turn(scope.turn_id, "test:c1", source=source, inbound_message_id=None)
         return scope
@@ -319,7 +319,7 @@ async def test_a_proactive_turn_skips_a_tool_that_needs_approval(app, fake_llm, 
     app.registry.register(contract("test.high", Risk.HIGH, side_effects="changes a file"), act)
     app.registry.register(contract("test.low", Risk.LOW), act)
     fake_llm.add(Step.tool_calls(("test_high", {}), ("test_low", {})), Step.text("Morning briefing done."))
-    outcome = await app.worker.run_proactive("test:c1", "morning briefing")
+    outcome = await app.worker.run_proactive(ConversationId("test", "c1"), "morning briefing")
 
     offered = {t["function"]["name"] for t in fake_llm.requests[0]["tools"]}
     assert "test_low" in offered and "test_high" not in offered

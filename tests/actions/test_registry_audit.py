@@ -20,7 +20,7 @@ from bruce.contracts import DryRun, Risk, ToolCall
 from bruce.errors import ToolFailed, ToolInputInvalid
 from bruce.log import configure_logging
 from bruce.turns.scope import TurnScope, new_turn_id
-from bruce.values import TurnSource
+from bruce.values import ConversationId, TurnSource
 from tests.actions.test_registry import contract
 from tests.conftest import T0
 from tests.fakes.llm_server import Step
@@ -374,7 +374,7 @@ async def test_skipped_in_a_proactive_turn(app_factory, fake_llm, channel, notes
     app = await app_factory(tools=tool_dirs)
     arguments = {"path": "todo.md", "content": "milk\n"}
     fake_llm.add(Step.tool_calls(("files_write", arguments, "call_s")), Step.text("Briefing done."))
-    await app.worker.run_proactive("test:c1", "morning briefing")
+    await app.worker.run_proactive(ConversationId("test", "c1"), "morning briefing")
     (turn,) = await turn_ids(app, "proactive")
     assert without_ids(await audit(app)) == [row(
         turn_id=turn, call_id="call_s", tool_name="files.write", risk="high", input=arguments, source="proactive",
@@ -384,7 +384,7 @@ async def test_skipped_in_a_proactive_turn(app_factory, fake_llm, channel, notes
 
 async def test_a_tool_outside_the_turns_filter_is_denied(app, fake_llm):
     fake_llm.add(Step.tool_calls(("clock_now", '{}', "call_f")), Step.text("Briefing done."))
-    await app.worker.run_proactive("test:c1", "briefing", tools=lambda c: c.name != "clock.now")
+    await app.worker.run_proactive(ConversationId("test", "c1"), "briefing", tools=lambda c: c.name != "clock.now")
     assert "clock_now" not in {t["function"]["name"] for t in fake_llm.requests[0]["tools"]}
     (turn,) = await turn_ids(app, "proactive")
     assert without_ids(await audit(app)) == [row(
@@ -500,7 +500,7 @@ async def test_output_keeps_text_readable_and_values_a_json_cannot_hold(app, fak
 
 async def test_a_summary_scope_is_audited_as_chat(app):
     await app.store.messages.ensure_conversation("test:c1", "test", "c1")
-    scope = TurnScope(new_turn_id(), "test:c1", None, source=TurnSource.SUMMARY)
+    scope = TurnScope(new_turn_id(), ConversationId("test", "c1"), None, source=TurnSource.SUMMARY)
     await app.store.messages.start_turn(scope.turn_id, "test:c1", source=TurnSource.SUMMARY, inbound_message_id=None)
     result = await app.registry.execute(ToolCall("c1", "clock_now", "{}"), scope)
     assert result.ok
@@ -607,7 +607,7 @@ async def test_identical_calls_at_the_same_moment_run_once(app):
 
     app.registry.register(contract("test.once", idempotent=True, idempotency_window_s=60), slow)
     await app.store.messages.ensure_conversation("test:c1", "test", "c1")
-    scope = TurnScope(new_turn_id(), "test:c1", "u1")
+    scope = TurnScope(new_turn_id(), ConversationId("test", "c1"), "u1")
     await app.store.messages.start_turn(scope.turn_id, "test:c1", source=TurnSource.CHAT, inbound_message_id=None)
     both = await asyncio.gather(*(app.registry.execute(ToolCall(f"c{i}", "test_once", "{}"), scope) for i in (1, 2)))
     assert len(runs) == 1
@@ -636,7 +636,7 @@ async def test_arguments_nested_too_deep_are_invalid_and_audited(app):
     from bruce.turns.scope import TurnScope, new_turn_id
 
     await app.store.messages.ensure_conversation("test:c1", "test", "c1")
-    scope = TurnScope(new_turn_id(), "test:c1", "u1")
+    scope = TurnScope(new_turn_id(), ConversationId("test", "c1"), "u1")
     await app.store.messages.start_turn(scope.turn_id, "test:c1", source="chat", inbound_message_id=None)
     deep = "[" * 5_000 + "]" * 5_000
     result = await app.registry.execute(ToolCall("call_deep", "math_calculate", deep), scope)
@@ -703,7 +703,7 @@ async def test_arguments_a_loose_schema_accepts_are_refused_past_100_levels(app,
 
     app.registry.register(contract("test.loose", input_schema={"type": "object"}), loose)
     await app.store.messages.ensure_conversation("test:c1", "test", "c1")
-    scope = TurnScope(new_turn_id(), "test:c1", "u1")
+    scope = TurnScope(new_turn_id(), ConversationId("test", "c1"), "u1")
     await app.store.messages.start_turn(scope.turn_id, "test:c1", source="chat", inbound_message_id=None)
     result = await app.registry.execute(ToolCall("call_deep", "test_loose", json.dumps(nested(depth))), scope)
     assert (result.status, len(seen)) == (status, 1 if status == "ok" else 0)
@@ -826,7 +826,7 @@ async def test_tools_are_looked_up_by_either_name(app):
 async def test_a_call_the_registry_cannot_handle_is_an_error_for_the_model_and_logged(app):
     """A bug of ours (here: arguments that are not text at all) ends neither the turn nor the
     process: the model is told the call could not be handled, and the crash is logged."""
-    scope = TurnScope(new_turn_id(), "test:c1", "u1", source=TurnSource.CHAT)
+    scope = TurnScope(new_turn_id(), ConversationId("test", "c1"), "u1", source=TurnSource.CHAT)
     with structlog.testing.capture_logs() as logs:
         result = await app.registry.execute(ToolCall("call_x", "math_calculate", None), scope)  # type: ignore[arg-type]
     assert (result.status, result.error) == (
@@ -837,7 +837,7 @@ async def test_a_call_the_registry_cannot_handle_is_an_error_for_the_model_and_l
 
 async def test_arguments_too_deep_for_the_json_parser_are_invalid(app):
     deep = "[" * 200_000 + "]" * 200_000  # past the parser's own recursion limit
-    scope = TurnScope(new_turn_id(), "test:c1", "u1", source=TurnSource.CHAT)
+    scope = TurnScope(new_turn_id(), ConversationId("test", "c1"), "u1", source=TurnSource.CHAT)
     await app.store.messages.ensure_conversation("test:c1", "test", "c1")
     await app.store.messages.start_turn(scope.turn_id, "test:c1", source=TurnSource.CHAT, inbound_message_id=None)
     result = await app.registry.execute(ToolCall("call_d", "math_calculate", deep), scope)

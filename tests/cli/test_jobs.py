@@ -13,7 +13,7 @@ import yaml
 from bruce.app import build_app, socket_console
 from bruce.cli.daemon import jobs_changed_on_daemon, jobs_changed_over_socket
 from bruce.cli.main import main
-from bruce.values import JobStatus
+from bruce.values import ConversationId, JobStatus
 
 
 @pytest.fixture
@@ -40,9 +40,9 @@ def bruce(config_file, clock, monkeypatch):
 
 
 async def two_jobs(app):
-    reminder = (await app.jobs.create("test:c1", {"execution_mode": "message", "content": "Call Ana",
+    reminder = (await app.jobs.create(ConversationId("test", "c1"), {"execution_mode": "message", "content": "Call Ana",
                                                   "in_seconds": 120})).job
-    briefing = (await app.jobs.create("test:c2", {"execution_mode": "agent", "content": "Brief me on my day.",
+    briefing = (await app.jobs.create(ConversationId("test", "c2"), {"execution_mode": "agent", "content": "Brief me on my day.",
                                                   "cron": "0 8 * * 1-5"})).job
     return reminder, briefing
 
@@ -124,7 +124,7 @@ async def test_run_now_reaches_the_running_daemon_which_sends_the_reminder_at_on
     app = await build_app(config, clock=clock, environ={}, extra_channels=[channel, socket_console(config, clock)])
     await app.start()
     try:
-        job = (await app.jobs.create("test:c1", {"execution_mode": "message", "content": "Stretch",
+        job = (await app.jobs.create(ConversationId("test", "c1"), {"execution_mode": "message", "content": "Stretch",
                                                  "every_seconds": 3600})).job
         code, out, _ = await bruce(capsys, "run-now", job.id)
         assert code == 0 and out.startswith(f"due now: {job.id}") and "the daemon runs it now" in out
@@ -145,7 +145,7 @@ async def test_the_table_has_aligned_columns_one_line_per_job_and_needs_no_table
     monkeypatch.setitem(sys.modules, "rich", None)  # a plain install has no rich: importing it fails
     code, out, _ = await bruce(capsys, "list")
     assert (code, out) == (0, "no scheduled jobs (--all shows finished ones)\n")
-    long = (await app.jobs.create("test:c1", {"execution_mode": "message", "every_seconds": 3600,
+    long = (await app.jobs.create(ConversationId("test", "c1"), {"execution_mode": "message", "every_seconds": 3600,
                                               "content": "Line one\nline two, and a good deal more after it"})).job
     code, out, _ = await bruce(capsys, "list")
     header, row = out.splitlines()
@@ -156,7 +156,7 @@ async def test_the_table_has_aligned_columns_one_line_per_job_and_needs_no_table
 
 
 async def test_run_now_without_a_daemon_says_it_runs_when_bruce_starts(app, bruce, capsys):
-    job = (await app.jobs.create("test:c1", {"execution_mode": "message", "content": "Stretch",
+    job = (await app.jobs.create(ConversationId("test", "c1"), {"execution_mode": "message", "content": "Stretch",
                                              "every_seconds": 3600})).job
     await app.jobs.pause("test:c1", job.id)
     code, out, _ = await bruce(capsys, "run-now", job.id)
@@ -170,7 +170,7 @@ async def test_with_the_scheduler_disabled_the_owner_is_told_nothing_fires(app, 
     config = tmp_path / "off.yml"
     config.write_text(yaml.safe_dump({"storage": {"path": str(tmp_path / "bruce.db")}, "scheduler": {"enabled": False},
                                       "console": {"socket_path": str(tmp_path / "bruce.sock")}}))
-    job = (await app.jobs.create("test:c1", {"execution_mode": "message", "content": "Stretch", "in_seconds": 60})).job
+    job = (await app.jobs.create(ConversationId("test", "c1"), {"execution_mode": "message", "content": "Stretch", "in_seconds": 60})).job
     code = await asyncio.to_thread(main, ["--config", str(config), "jobs", "pause", job.id])
     assert code == 0 and "scheduler.enabled is false" in capsys.readouterr().out
 

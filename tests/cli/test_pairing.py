@@ -14,7 +14,7 @@ from bruce.cli.main import main
 from bruce.runtime.daemon import App
 from bruce.runtime.pairing import CODE_ALPHABET, new_code
 from bruce.texts import PAIRING_FULL, STRANGER_REFUSED
-from bruce.values import DecisionOutcome
+from bruce.values import ConversationId, DecisionOutcome
 from tests.fakes.channel import RecordingChannel
 from tests.helpers import rows, say
 
@@ -119,7 +119,7 @@ async def test_an_approved_sender_is_answered_and_a_revoked_one_is_a_stranger_ag
                                                                "next message\n", "")
     await say(app, "hello", channel="telegram", chat="chat-555", sender="555")
     assert channel.texts("chat-555")[-1] == "ok" and len(fake_llm.requests) == 1
-    assert (await app.worker.decide("telegram:chat-555", "555", "deadbeef", True)).outcome is DecisionOutcome.NOT_FOUND
+    assert (await app.worker.decide(ConversationId("telegram", "chat-555"), "555", "deadbeef", True)).outcome is DecisionOutcome.NOT_FOUND
     assert await bruce(capsys, "approve", code) == (1, "", f"bruce: pairing code {code} was already handled "
                                                            "(approved)\n")
     assert await bruce(capsys, "list") == (0, "no pending pairing requests\n", "")
@@ -129,7 +129,7 @@ async def test_an_approved_sender_is_answered_and_a_revoked_one_is_a_stranger_ag
     clock.advance(seconds=31)  # the daemon re-reads paired users this often
     await write(app, "555", "still there?")
     assert code_sent_to(channel, "555") != code and len(fake_llm.requests) == 1
-    report = await app.worker.decide("telegram:chat-555", "555", "deadbeef", True)
+    report = await app.worker.decide(ConversationId("telegram", "chat-555"), "555", "deadbeef", True)
     assert report.outcome is DecisionOutcome.WRONG_USER
     assert await bruce(capsys, "revoke", "telegram", "555") == (1, "", "bruce: telegram user 555 is not paired\n")
 

@@ -17,6 +17,7 @@ from playwright.async_api import async_playwright
 
 from bruce.admin import AdminServer
 from bruce.app import build_app
+from bruce.values import ConversationId
 from channels.web_chat import WebChat
 from tests.fakes.llm_server import Step
 from tests.helpers import say
@@ -47,7 +48,7 @@ async def test_the_owner_reviews_a_turn_chats_approves_and_pauses_a_job_in_the_b
     await say(app, "what time is it?")
     fake_llm.add(Step.tool_calls(("math_calculate", {"wrong": "argument"})), Step.text("I could not calculate that."))
     await say(app, "calculate something")
-    job = (await app.jobs.create("test:c1", {"execution_mode": "message", "content": "Water the plants",
+    job = (await app.jobs.create(ConversationId("test", "c1"), {"execution_mode": "message", "content": "Water the plants",
                                              "cron": "0 8 * * *"})).job
     server = AdminServer(store=app.store, clock=app.clock, token=TOKEN, host="127.0.0.1", port=0, jobs=app.jobs,
                          health=app._health, chat_routes=app.channels["web"].routes())

@@ -12,7 +12,7 @@ from pathlib import Path
 from bruce.errors import ChannelSendError
 from bruce.jobs.scheduler import Scheduler, SchedulerSettings
 from bruce.store import Store
-from bruce.values import JobRunStatus, JobStatus
+from bruce.values import ConversationId, JobRunStatus, JobStatus
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
 
@@ -27,7 +27,7 @@ async def tick(app, clock, **delta: float) -> None:
 
 
 async def remind(app, content: str = "Call Ana", **schedule):
-    view = await app.jobs.create(CID, {"execution_mode": "message", "content": content, **schedule})
+    view = await app.jobs.create(ConversationId.parse(CID), {"execution_mode": "message", "content": content, **schedule})
     await asyncio.sleep(0)  # the change reaches the scheduler
     return view.job
 
@@ -61,7 +61,7 @@ async def test_apschedulers_timer_fires_the_job_by_itself(app, channel, clock):
 async def test_an_agent_mode_briefing_runs_the_agent_without_proactive_tools_and_sends_its_answer(
         app, channel, clock, fake_llm):
     fake_llm.add(Step.text("Three meetings today; the first at 10:00."))
-    job = (await app.jobs.create(CID, {"execution_mode": "agent", "content": "Brief me on my day.",
+    job = (await app.jobs.create(ConversationId.parse(CID), {"execution_mode": "agent", "content": "Brief me on my day.",
                                        "cron": "0 8 * * 1-5"})).job
     assert job.next_run_at == "2026-12-03T11:00:00.000000+00:00"  # Thursday 08:00 in São Paulo
     await tick(app, clock, hours=23)
@@ -79,7 +79,7 @@ async def test_an_agent_mode_briefing_runs_the_agent_without_proactive_tools_and
 
 async def test_an_agent_run_with_nothing_to_report_sends_nothing_and_says_so_in_the_run(app, channel, clock, fake_llm):
     fake_llm.add(Step.text("NOTHING_TO_REPORT"))
-    job = (await app.jobs.create(CID, {"execution_mode": "agent", "content": "Any package?", "every_seconds": 3600,
+    job = (await app.jobs.create(ConversationId.parse(CID), {"execution_mode": "agent", "content": "Any package?", "every_seconds": 3600,
                                        "notify": "if_actionable"})).job
     await tick(app, clock, hours=1)
     assert channel.texts() == []
@@ -199,7 +199,7 @@ async def test_a_crash_between_sending_and_marking_does_not_send_twice(app_facto
     clock.advance(seconds=60)
     # the state kill -9 leaves right after the send: the run claimed, the message stored and sent, the run unmarked
     await first.store.jobs.claim_run(job.id, job.next_run_at, lateness_ms=0)
-    await first.worker.post(CID, "Call Ana")
+    await first.worker.post(ConversationId.parse(CID), "Call Ana")
     await first.stop()
     second = await app_factory()
     await second.scheduler.wait_idle()
@@ -291,7 +291,7 @@ async def test_an_agent_run_never_runs_a_tool_that_needs_approval(app_factory, c
     url, received = receiver
     app = await app_factory(tools={"http_post": {"allowed_urls": [url]}})
     fake_llm.add(Step.tool_calls(("http_post", {"url": url, "json": {"x": 1}})), Step.text("I could not post it."))
-    job = (await app.jobs.create(CID, {"execution_mode": "agent", "content": "Post it.", "in_seconds": 60})).job
+    job = (await app.jobs.create(ConversationId.parse(CID), {"execution_mode": "agent", "content": "Post it.", "in_seconds": 60})).job
     await tick(app, clock, seconds=60)
     assert received == [] and channel.confirmations == []
     assert [r["status"] for r in await rows(app, "SELECT status FROM tool_executions")] == ["skipped"]
@@ -302,7 +302,7 @@ async def test_an_agent_run_never_runs_a_tool_that_needs_approval(app_factory, c
 
 async def test_jobs_in_chat_lists_this_conversations_jobs_with_the_next_run_in_local_time(app, channel, fake_llm):
     mine = await remind(app, "Call Ana", in_seconds=120)
-    await app.jobs.create("test:c2", {"execution_mode": "message", "content": "Secret of c2", "in_seconds": 60})
+    await app.jobs.create(ConversationId("test", "c2"), {"execution_mode": "message", "content": "Secret of c2", "in_seconds": 60})
     await say(app, "/jobs")
     (listing,) = channel.texts("c1")
     assert listing.startswith("Scheduled jobs in this conversation:")
@@ -361,7 +361,7 @@ async def test_an_app_that_fires_no_jobs_holds_no_scheduler_lock(make_config, cl
     await chat.start()
     try:
         assert chat.scheduler is None
-        job = (await chat.jobs.create(CID, {"execution_mode": "message", "content": "Call Ana", "in_seconds": 60})).job
+        job = (await chat.jobs.create(ConversationId.parse(CID), {"execution_mode": "message", "content": "Call Ana", "in_seconds": 60})).job
         lock = Path(f"{config.storage.path}.scheduler.lock")
         other_store = await Store.open(config.storage.path, clock)
         daemon = Scheduler(store=other_store, clock=clock, book=chat.jobs, doors=chat.worker, notices=chat.outbox,
@@ -396,7 +396,7 @@ async def _reschedule_while_the_run_is_in_flight(app, clock, fake_llm, job, **sc
 
 async def test_a_cron_job_rescheduled_while_its_run_is_in_flight_keeps_the_new_schedule(app, channel, clock, fake_llm):
     fake_llm.add(Step.delay(0.3, Step.text("Your day: two meetings.")))
-    job = (await app.jobs.create(CID, {"execution_mode": "agent", "content": "Brief me on my day.",
+    job = (await app.jobs.create(ConversationId.parse(CID), {"execution_mode": "agent", "content": "Brief me on my day.",
                                        "cron": "0 8 * * 1-5"})).job
     view = await _reschedule_while_the_run_is_in_flight(app, clock, fake_llm, job, cron="30 9 * * *")
     assert channel.texts() == ["Your day: two meetings."]
@@ -408,7 +408,7 @@ async def test_a_cron_job_rescheduled_while_its_run_is_in_flight_keeps_the_new_s
 async def test_a_one_off_rescheduled_while_its_run_is_in_flight_stays_active_for_its_new_time(
         app, channel, clock, fake_llm):
     fake_llm.add(Step.delay(0.3, Step.text("Checked: the parcel is out for delivery.")))
-    job = (await app.jobs.create(CID, {"execution_mode": "agent", "content": "Check the parcel.",
+    job = (await app.jobs.create(ConversationId.parse(CID), {"execution_mode": "agent", "content": "Check the parcel.",
                                        "in_seconds": 23 * 3600})).job
     view = await _reschedule_while_the_run_is_in_flight(app, clock, fake_llm, job, in_seconds=7200)
     fresh = await app.store.jobs.get(job.id)

@@ -15,6 +15,7 @@ from bruce.clock import SystemClock
 from bruce.jobs.book import JobBook
 from bruce.runtime.console_wire import CHAT_ID
 from bruce.store import Store
+from bruce.values import ConversationId
 from tests.cli.test_main import BRUCE, clean_env, write_config
 from tests.fakes.llm_server import closed_base_url
 from tests.helpers import db_rows
@@ -62,7 +63,7 @@ async def test_kill_9_while_reminders_fire_neither_loses_nor_doubles_one(tmp_pat
     try:
         book = JobBook(store=store, clock=SystemClock(), zone=ZoneInfo("UTC"))
         for i in range(JOBS):
-            await book.create(f"console:{CHAT_ID}", {"execution_mode": "message", "content": f"reminder {i}",
+            await book.create(ConversationId("console", CHAT_ID), {"execution_mode": "message", "content": f"reminder {i}",
                                                      "in_seconds": 1})
     finally:
         await store.close()

@@ -16,7 +16,7 @@ from bruce.cli.main import main
 from bruce.errors import OverBudget
 from bruce.records import ToolExecutionRecord
 from bruce.turns.scope import TurnScope, new_turn_id
-from bruce.values import JobRunStatus, ToolStatus, TurnSource
+from bruce.values import ConversationId, JobRunStatus, ToolStatus, TurnSource
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
 
@@ -75,8 +75,8 @@ async def test_over_budget_a_reminder_still_fires_and_an_agent_job_is_skipped_an
     fake_llm.responder = lambda body: reply(50)
     await say(app, "spend it")
     requests = len(fake_llm.requests)
-    reminder = (await app.jobs.create(CID, {"execution_mode": "message", "content": "Call Ana", "in_seconds": 60})).job
-    briefing = (await app.jobs.create(CID, {"execution_mode": "agent", "content": "Brief me.", "in_seconds": 60})).job
+    reminder = (await app.jobs.create(ConversationId.parse(CID), {"execution_mode": "message", "content": "Call Ana", "in_seconds": 60})).job
+    briefing = (await app.jobs.create(ConversationId.parse(CID), {"execution_mode": "agent", "content": "Brief me.", "in_seconds": 60})).job
     clock.advance(seconds=60)
     await app.scheduler.sync()
     await app.scheduler.wait_idle()
@@ -92,11 +92,11 @@ async def test_background_calls_stop_at_90_percent(app_factory, fake_llm):
     fake_llm.responder = lambda body: reply(90)
     await say(app, "spend 90 %")
     before = len(fake_llm.requests)
-    scope = TurnScope(turn_id=new_turn_id(), conversation_id=CID, user_id=None, source=TurnSource.SUMMARY)
+    scope = TurnScope(turn_id=new_turn_id(), conversation_id=ConversationId.parse(CID), user_id=None, source=TurnSource.SUMMARY)
     with pytest.raises(OverBudget):
         await app.llm.complete([{"role": "user", "content": "summarize"}], scope=scope)
     assert len(fake_llm.requests) == before
-    chat = TurnScope(turn_id=new_turn_id(), conversation_id=CID, user_id=None)
+    chat = TurnScope(turn_id=new_turn_id(), conversation_id=ConversationId.parse(CID), user_id=None)
     await app.store.messages.start_turn(chat.turn_id, CID, source=TurnSource.CHAT, inbound_message_id=None)
     await app.llm.complete([{"role": "user", "content": "still a chat call"}], scope=chat)  # under 100 %: allowed
     assert len(fake_llm.requests) == before + 1

@@ -12,7 +12,7 @@ from bruce.app import build_app
 from bruce.errors import LLMNotConfigured
 from bruce.llm.service import LLMService
 from bruce.texts import LLM_DOWN as LLM_DOWN_MESSAGE
-from bruce.values import TurnSource
+from bruce.values import ConversationId, TurnSource
 from tests.fakes.channel import ProgressRecordingChannel
 from tests.fakes.llm_server import Step, closed_base_url
 from tests.helpers import rows, say
@@ -371,7 +371,7 @@ async def test_the_deadline_counts_model_time_across_the_calls_of_one_turn_only(
 async def test_time_between_model_calls_does_not_count_against_the_deadline(app, fake_llm, clock):
     from bruce.turns.scope import TurnScope
 
-    scope = TurnScope("t-between", "test:c1", None)
+    scope = TurnScope("t-between", ConversationId("test", "c1"), None)
     await app.store.messages.ensure_conversation("test:c1", "test", "c1")
     await app.store.messages.start_turn(scope.turn_id, "test:c1", source=TurnSource.CHAT,
                                         inbound_message_id=None, job_id=None)

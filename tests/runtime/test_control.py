@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 from bruce.channel import LocalDecision
 from bruce.clock import utc_iso
 from bruce.runtime.control import Control
-from bruce.values import DecisionOutcome
+from bruce.values import ConversationId, DecisionOutcome
 
 
 class FakeDoors:
@@ -82,6 +82,6 @@ async def test_local_decisions_and_resends_go_through_the_workers_doors():
     doors = FakeDoors()
     control = Control(doors=doors, channels={})
     decision = await control.decide_locally("ab12cd34", True)
-    await control.resend("console:local")
+    await control.resend(ConversationId("console", "local"))
     assert decision.runs_here and decision.outcome is DecisionOutcome.QUEUED
-    assert doors.calls == [("decide_locally", "ab12cd34", True), ("resend", "console:local")]
+    assert doors.calls == [("decide_locally", "ab12cd34", True), ("resend", ConversationId("console", "local"))]

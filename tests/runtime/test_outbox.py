@@ -8,6 +8,7 @@ import asyncio
 
 from bruce.app import build_app
 from bruce.errors import ChannelSendError
+from bruce.values import ConversationId
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
@@ -323,7 +324,7 @@ async def test_a_payload_that_cannot_be_read_is_given_up_and_the_conversation_go
     with con:
         con.execute("UPDATE messages SET payload = '[1, 2]' WHERE payload_kind = 'confirmation'")
     con.close()
-    await app.outbox.post("test:c1", "a later notice")
+    await app.outbox.post(ConversationId("test", "c1"), "a later notice")
     assert channel.texts() == ["Waiting for you.", "a later notice"] and channel.confirmations == []
     assert [(r["payload_kind"], r["status"]) for r in await outbound(app)] == [
         ("text", "sent"), ("confirmation", "failed"), ("text", "sent")]

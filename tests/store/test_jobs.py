@@ -10,7 +10,7 @@ import asyncio
 from dataclasses import replace
 
 from bruce.records import JobRecord
-from bruce.values import JobRunStatus, JobStatus, MessageStatus, TurnSource
+from bruce.values import ConversationId, JobRunStatus, JobStatus, MessageStatus, TurnSource
 from tests.fakes.llm_server import Step
 from tests.helpers import rows
 from tests.store.test_audit import execution
@@ -50,7 +50,7 @@ async def test_the_same_job_again_inside_the_window_is_the_first_one(app):
 
 async def test_a_scheduled_run_with_nothing_to_report_sends_nothing(app, fake_llm, channel):
     fake_llm.add(Step.text("NOTHING_TO_REPORT"))
-    outcome = await app.worker.run_proactive("test:c1", "Tell me if a package arrived.", job_id="j9",
+    outcome = await app.worker.run_proactive(ConversationId("test", "c1"), "Tell me if a package arrived.", job_id="j9",
                                              quiet_token="NOTHING_TO_REPORT")
     assert outcome.ok and outcome.quiet and outcome.text == ""
     assert channel.texts() == []
@@ -65,7 +65,7 @@ async def test_a_scheduled_run_with_nothing_to_report_sends_nothing(app, fake_ll
 
 async def test_a_scheduled_run_with_news_is_sent(app, fake_llm, channel):
     fake_llm.add(Step.text("Your package arrived."))
-    outcome = await app.worker.run_proactive("test:c1", "Tell me if a package arrived.", job_id="j9",
+    outcome = await app.worker.run_proactive(ConversationId("test", "c1"), "Tell me if a package arrived.", job_id="j9",
                                              quiet_token="NOTHING_TO_REPORT")
     assert outcome.ok and not outcome.quiet and channel.texts() == ["Your package arrived."]
 

@@ -15,6 +15,7 @@ from bruce.actions.checks import check_contract
 from bruce.contracts import DryRun, Risk, ToolContext
 from bruce.errors import ToolFailed
 from bruce.store import Store
+from bruce.values import ConversationId
 from tests.fakes.clock import FakeClock
 from tests.helpers import db_rows
 from tools import artifacts
@@ -42,7 +43,10 @@ def tool(store: Store, artifacts_dir: Path):
     return artifact_save_tool(store=store, artifacts_dir=artifacts_dir, base_url=BASE, max_bytes=1000)
 
 
-def ctx(*, dry_run: bool = False, conversation_id: str | None = "test:1") -> ToolContext:
+HERE = ConversationId("test", "1")
+
+
+def ctx(*, dry_run: bool = False, conversation_id: ConversationId | None = HERE) -> ToolContext:
     return ToolContext(clock=FakeClock(), zone=ZoneInfo("UTC"), conversation_id=conversation_id,
                        turn_id=None, dry_run=dry_run)
 

@@ -8,6 +8,7 @@ import pytest
 
 from bruce.contracts import ToolCall
 from bruce.turns.scope import TurnScope, new_turn_id
+from bruce.values import ConversationId
 from tools import calculator
 
 
@@ -18,7 +19,7 @@ def stop_the_calculator_worker():
 
 
 async def run(app, name, args):
-    scope = TurnScope(new_turn_id(), "test:1", "u1")
+    scope = TurnScope(new_turn_id(), ConversationId("test", "1"), "u1")
     await app.store.messages.ensure_conversation("test:1", "test", "1")
     await app.store.messages.start_turn(scope.turn_id, "test:1", source="chat", inbound_message_id=None)
     return await app.registry.execute(ToolCall("c1", name, json.dumps(args)), scope)

@@ -12,6 +12,7 @@ import pytest
 
 from bruce.contracts import ToolCall
 from bruce.turns.scope import TurnScope, new_turn_id
+from bruce.values import ConversationId
 from tests.helpers import rows
 from tools import calculator
 from tools.calculator import MATH_CALCULATE, MAX_DIGITS, ProcessWorker, evaluate
@@ -50,7 +51,7 @@ def slow_worker():
 
 
 async def run(app, expression):
-    scope = TurnScope(new_turn_id(), "test:1", "u1")
+    scope = TurnScope(new_turn_id(), ConversationId("test", "1"), "u1")
     await app.store.messages.ensure_conversation("test:1", "test", "1")
     await app.store.messages.start_turn(scope.turn_id, "test:1", source="chat", inbound_message_id=None)
     return await app.registry.execute(ToolCall("c1", "math_calculate", json.dumps({"expression": expression})), scope)

@@ -9,12 +9,13 @@ import pytest
 
 from bruce.contracts import ToolContext
 from bruce.errors import ToolInputInvalid
+from bruce.values import ConversationId
 from tests.fakes.clock import FakeClock
 from tools.clock import clock_now
 
 
 def context(moment: datetime, zone: str = "America/Sao_Paulo") -> ToolContext:
-    return ToolContext(clock=FakeClock(moment), zone=ZoneInfo(zone), conversation_id="test:c1", turn_id="t1")
+    return ToolContext(clock=FakeClock(moment), zone=ZoneInfo(zone), conversation_id=ConversationId("test", "c1"), turn_id="t1")
 
 
 async def test_without_a_timezone_it_reads_the_users_zone() -> None:

@@ -16,6 +16,7 @@ from bruce.contracts import ToolContext, ToolHandler
 from bruce.errors import ToolFailed, ToolInputInvalid
 from bruce.memory.long_term import Memory
 from bruce.store import Store
+from bruce.values import ConversationId
 from tests.fakes.clock import FakeClock
 from tools.memory_tools import memory_tools
 
@@ -49,7 +50,7 @@ def tools(store: Store, clock: FakeClock, make_config: Callable[..., Config]) ->
 
 
 def ctx(clock: FakeClock, *, dry_run: bool = False) -> ToolContext:
-    return ToolContext(clock=clock, zone=ZoneInfo("UTC"), conversation_id="test:c1", turn_id=None, dry_run=dry_run)
+    return ToolContext(clock=clock, zone=ZoneInfo("UTC"), conversation_id=ConversationId("test", "c1"), turn_id=None, dry_run=dry_run)
 
 
 async def remember(tools: dict[str, ToolHandler], clock: FakeClock, kind: str, content: str) -> dict[str, Any]:

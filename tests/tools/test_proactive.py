@@ -21,7 +21,7 @@ from bruce.errors import ToolFailed
 from bruce.jobs.scheduler import no_proactive_tools
 from bruce.turns.prompt import DOMAIN_GUIDELINES
 from bruce.turns.scope import TurnScope, new_turn_id
-from bruce.values import JobStatus
+from bruce.values import ConversationId, JobStatus
 from tests.conftest import T0
 from tests.fakes.clock import FakeClock
 from tests.fakes.llm_server import Step
@@ -38,7 +38,7 @@ REMINDER = {"execution_mode": "message", "content": "Call Ana.", "in_seconds": 3
 
 async def call(app, name: str, args: dict, *, conversation: str = HERE) -> ToolResult:
     """One call from the model in a chat turn of ``conversation``, through the registry."""
-    scope = TurnScope(new_turn_id(), conversation, "u1")
+    scope = TurnScope(new_turn_id(), ConversationId.parse(conversation), "u1")
     channel, chat = conversation.split(":", 1)
     await app.store.messages.ensure_conversation(conversation, channel, chat)
     await app.store.messages.start_turn(scope.turn_id, conversation, source="chat", inbound_message_id=None)
@@ -412,7 +412,8 @@ async def test_cancel_ends_a_job_for_good(app):
 
 
 def ctx(conversation_id: str | None = HERE) -> ToolContext:
-    return ToolContext(clock=FakeClock(), zone=ZoneInfo("UTC"), conversation_id=conversation_id, turn_id=None)
+    where = ConversationId.parse(conversation_id) if conversation_id is not None else None
+    return ToolContext(clock=FakeClock(), zone=ZoneInfo("UTC"), conversation_id=where, turn_id=None)
 
 
 async def test_without_a_scheduler_the_tools_say_so():

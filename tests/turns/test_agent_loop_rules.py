@@ -19,7 +19,7 @@ from bruce.log import configure_logging
 from bruce.turns.agent_loop import run_agent_loop
 from bruce.turns.progress import TextDelta, Thinking, ToolFinished, ToolStarted
 from bruce.turns.scope import TurnScope, new_turn_id
-from bruce.values import TurnSource
+from bruce.values import ConversationId, TurnSource
 from tests.actions.test_registry import contract
 from tests.conftest import T0
 from tests.fakes.channel import ProgressRecordingChannel
@@ -217,7 +217,7 @@ async def test_a_different_call_is_not_a_repeat(app, fake_llm, first, again):
 
 async def test_a_turn_with_no_tool_allowed_sends_no_tool_list(app, fake_llm):
     fake_llm.add(Step.text("Briefing."))
-    await app.worker.run_proactive("test:c1", "briefing", tools=lambda c: False)
+    await app.worker.run_proactive(ConversationId("test", "c1"), "briefing", tools=lambda c: False)
     assert "tools" not in fake_llm.requests[0]
 
 
@@ -226,7 +226,7 @@ async def test_the_loop_reports_what_it_did(app, fake_llm):
     await app.store.messages.ensure_conversation("test:c1", "test", "c1")
 
     async def scope() -> TurnScope:
-        s = TurnScope(new_turn_id(), "test:c1", "u1")
+        s = TurnScope(new_turn_id(), ConversationId("test", "c1"), "u1")
         await app.store.messages.start_turn(s.turn_id, "test:c1", source=TurnSource.CHAT, inbound_message_id=None)
         return s
 

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from bruce.app import CHANNEL_FACTORIES, build_app
+from bruce.values import ConversationId
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm_server import Step
 from tests.helpers import incoming, rows, say
@@ -25,19 +26,19 @@ async def test_a_proactive_turn_waits_for_the_conversations_turn_in_flight(app, 
     handle = await app.worker.deliver(incoming(app, "a question"))
     while not seen:  # the chat turn is in flight (its model call has started)
         await asyncio.sleep(0.005)
-    outcome = await app.worker.run_proactive("test:c1", "The briefing.")
+    outcome = await app.worker.run_proactive(ConversationId("test", "c1"), "The briefing.")
     await handle
     assert channel.texts() == ["answer", "briefing"] and outcome.ok
     assert seen[0] == "a question" and "The briefing." in seen[1]
 
 
 async def test_post_sends_a_stored_text_without_the_model(app, fake_llm, channel):
-    message_id = await app.worker.post("test:c2", "Reminder: take the bins out.")
+    message_id = await app.worker.post(ConversationId("test", "c2"), "Reminder: take the bins out.")
     assert channel.sent == [("c2", "Reminder: take the bins out.")] and fake_llm.requests == []
     (row,) = await rows(app, "SELECT id, text, status, kind FROM messages")
     assert row == {"id": message_id, "text": "Reminder: take the bins out.", "status": "sent", "kind": "chat"}
     with pytest.raises(ValueError, match="empty"):
-        await app.worker.post("test:c2", "  ")
+        await app.worker.post(ConversationId("test", "c2"), "  ")
     fake_llm.add(Step.text("Great."))
     await say(app, "done", chat="c2")
     assert {"role": "assistant", "content": "Reminder: take the bins out."} in fake_llm.requests[0]["messages"]
@@ -83,16 +84,16 @@ async def test_proactive_turns_and_posts_are_refused_once_stopping(app, fake_llm
 
     await app.stop()
     with pytest.raises(ShuttingDown):
-        await app.worker.run_proactive("test:c1", "The briefing.")
+        await app.worker.run_proactive(ConversationId("test", "c1"), "The briefing.")
     with pytest.raises(ShuttingDown):
-        await app.worker.post("test:c1", "Reminder.")
+        await app.worker.post(ConversationId("test", "c1"), "Reminder.")
     assert fake_llm.requests == []
 
 
 async def test_a_proactive_turn_in_flight_at_shutdown_is_drained_not_lost(app_factory, fake_llm, channel):
     app = await app_factory(assistant={"shutdown_timeout_s": 5})
     fake_llm.add(Step.delay(0.2, Step.text("Your briefing.")))
-    job = asyncio.create_task(app.worker.run_proactive("test:c1", "The briefing."))
+    job = asyncio.create_task(app.worker.run_proactive(ConversationId("test", "c1"), "The briefing."))
     while not fake_llm.requests:
         await asyncio.sleep(0.005)
     await app.stop()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from bruce.app import build_app
-from bruce.values import DecisionOutcome
+from bruce.values import ConversationId, DecisionOutcome
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
@@ -23,12 +23,12 @@ async def test_a_button_approval_runs_the_tool_once(app_factory, fake_llm, chann
     app = await app_factory(tools={"files": {"notes_dir": str(notes)}})
     request = await ask_to_write(app, fake_llm, channel)
     fake_llm.add(Step.text("Written."))
-    report = await app.worker.decide("test:c1", "u1", request.id, True)
+    report = await app.worker.decide(ConversationId("test", "c1"), "u1", request.id, True)
     assert report.outcome is DecisionOutcome.APPROVED and report.accepted and request.id in report.text
     await app.worker.wait_idle()
     assert (notes / "todo.md").read_text() == "milk\n"
     assert channel.texts()[-2:] == [f"Done: files.write ran (request {request.id}).", "Written."]
-    again = await app.worker.decide("test:c1", "u1", request.id, True)
+    again = await app.worker.decide(ConversationId("test", "c1"), "u1", request.id, True)
     assert again.outcome is DecisionOutcome.ALREADY_DECIDED and not again.accepted
     await app.worker.wait_idle()
     runs = await rows(app, "SELECT status FROM tool_executions WHERE source = 'confirmation'")
@@ -41,11 +41,11 @@ async def test_only_the_requesting_user_may_press_the_button(app_factory, fake_l
     app = await app_factory(tools={"files": {"notes_dir": str(notes)}})
     request = await ask_to_write(app, fake_llm, channel)
     before = list(channel.sent)
-    report = await app.worker.decide("test:c1", "intruder", request.id, True)
+    report = await app.worker.decide(ConversationId("test", "c1"), "intruder", request.id, True)
     assert report.outcome is DecisionOutcome.WRONG_USER and "Only the person who asked" in report.text
-    wrong_chat = await app.worker.decide("test:other", "u1", request.id, True)
+    wrong_chat = await app.worker.decide(ConversationId("test", "other"), "u1", request.id, True)
     assert wrong_chat.outcome is DecisionOutcome.NOT_FOUND
-    forged = await app.worker.decide("test:c1", "u1", "x' OR 1=1; --" * 1000, True)
+    forged = await app.worker.decide(ConversationId("test", "c1"), "u1", "x' OR 1=1; --" * 1000, True)
     assert forged.outcome is DecisionOutcome.NOT_FOUND and len(forged.text) < 200
     await app.worker.wait_idle()
     assert not (notes / "todo.md").exists() and channel.sent == before  # nothing posted, nothing run
@@ -57,7 +57,7 @@ async def test_an_expired_request_cannot_be_approved_by_button(app_factory, fake
     app = await app_factory(tools={"files": {"notes_dir": str(notes)}})
     request = await ask_to_write(app, fake_llm, channel)
     clock.advance(minutes=11)
-    report = await app.worker.decide("test:c1", "u1", request.id, True)
+    report = await app.worker.decide(ConversationId("test", "c1"), "u1", request.id, True)
     assert report.outcome is DecisionOutcome.EXPIRED
     await app.worker.wait_idle()
     assert not (notes / "todo.md").exists()
@@ -66,7 +66,7 @@ async def test_an_expired_request_cannot_be_approved_by_button(app_factory, fake
 async def test_a_button_denial_is_recorded_in_the_conversation(app_factory, fake_llm, channel, notes):
     app = await app_factory(tools={"files": {"notes_dir": str(notes)}})
     request = await ask_to_write(app, fake_llm, channel)
-    report = await app.worker.decide("test:c1", "u1", request.id.upper(), False)
+    report = await app.worker.decide(ConversationId("test", "c1"), "u1", request.id.upper(), False)
     assert report.outcome is DecisionOutcome.DENIED
     await app.worker.wait_idle()
     assert channel.texts()[-1] == f"Denied: files.write will not run (request {request.id})."
@@ -78,7 +78,7 @@ async def test_a_stranger_cannot_decide(app_factory, fake_llm, clock):
     base = await app_factory(channels={"telegram": {"allowed_users": ["111"]}})
     app = await build_app(base.config, clock=clock, environ={}, extra_channels=[telegram])
     try:
-        report = await app.worker.decide("telegram:5", "999", "deadbeef", True)
+        report = await app.worker.decide(ConversationId("telegram", "5"), "999", "deadbeef", True)
         assert report.outcome is DecisionOutcome.WRONG_USER and fake_llm.requests == []
     finally:
         await app.stop()
@@ -88,7 +88,7 @@ async def test_a_button_during_shutdown_decides_nothing(app_factory, fake_llm, c
     app = await app_factory(tools={"files": {"notes_dir": str(notes)}})
     request = await ask_to_write(app, fake_llm, channel)
     await app.worker.close(1)
-    report = await app.worker.decide("test:c1", "u1", request.id, True)
+    report = await app.worker.decide(ConversationId("test", "c1"), "u1", request.id, True)
     assert report.outcome is DecisionOutcome.UNAVAILABLE and "try again" in report.text
     assert not (notes / "todo.md").exists()
     assert [r["status"] for r in await rows(app, "SELECT status FROM pending_confirmations")] == ["pending"]
@@ -102,7 +102,7 @@ async def test_a_denial_does_not_wait_for_the_platform(make_config, fake_llm, no
     try:
         request = await ask_to_write(app, fake_llm, slow)
         slow.hold.clear()
-        report = await asyncio.wait_for(app.worker.decide("test:c1", "u1", request.id, False), 1)
+        report = await asyncio.wait_for(app.worker.decide(ConversationId("test", "c1"), "u1", request.id, False), 1)
         assert report.outcome is DecisionOutcome.DENIED and not slow.texts()[-1].startswith("Denied")
         slow.hold.set()
         await app.worker.wait_idle()

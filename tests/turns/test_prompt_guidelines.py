@@ -9,6 +9,7 @@ import pytest
 from bruce.contracts import Risk
 from bruce.errors import ContractError
 from bruce.turns.prompt import DOMAIN_GUIDELINES, tool_execution_guidelines
+from bruce.values import ConversationId
 from tests.actions.test_registry import contract, nothing
 from tests.fakes.llm_server import Step
 from tests.helpers import say
@@ -78,7 +79,7 @@ async def test_a_proactive_tool_the_model_cannot_see_brings_nothing(app_factory,
     assert SCHEDULING not in layer(app)
     app.registry.register(contract("proactive.schedule"), nothing)
     fake_llm.add(Step.text("Done."))
-    await app.worker.run_proactive("test:c1", "briefing", tools=lambda c: not c.name.startswith("proactive."))
+    await app.worker.run_proactive(ConversationId("test", "c1"), "briefing", tools=lambda c: not c.name.startswith("proactive."))
     sent = system_prompt(fake_llm.requests[0])
     assert "<scheduled_run>" in sent  # the run's own note; the tools' guidance is absent from the rest
     sent = sent[:sent.index("<scheduled_run>")]
@@ -87,7 +88,7 @@ async def test_a_proactive_tool_the_model_cannot_see_brings_nothing(app_factory,
 
 async def test_an_unattended_turn_gets_no_guidance_for_tools_needing_approval(app, fake_llm):
     fake_llm.add(Step.text("Done."))
-    await app.worker.run_proactive("test:c1", "briefing")
+    await app.worker.run_proactive(ConversationId("test", "c1"), "briefing")
     sent = system_prompt(fake_llm.requests[0])
     assert "files_write" not in sent and "http_post" not in sent
     assert "artifact_save" in sent
@@ -102,7 +103,7 @@ async def test_a_tool_with_an_empty_guideline_adds_nothing(app):
 
 async def test_no_tools_in_a_turn_says_so(app, fake_llm):
     fake_llm.add(Step.text("Nothing to do."))
-    await app.worker.run_proactive("test:c1", "briefing", tools=lambda c: False)
+    await app.worker.run_proactive(ConversationId("test", "c1"), "briefing", tools=lambda c: False)
     sent = system_prompt(fake_llm.requests[0])
     assert "No tools are available in this turn" in sent
     assert "Chaining" not in sent and "artifact_save" not in sent and "remind" not in sent.lower()

@@ -3,6 +3,7 @@ and the model calls a turn counts."""
 
 from __future__ import annotations
 
+from bruce.values import ConversationId
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
 
@@ -13,7 +14,7 @@ def offered(request) -> set[str]:
 
 async def test_a_proactive_turn_sees_only_the_filtered_tools_and_answers_through_the_outbox(app, fake_llm, channel):
     fake_llm.add(Step.tool_calls(("clock_now", {})), Step.text("Good morning! It is Wednesday."))
-    outcome = await app.worker.run_proactive("test:c9", "Give me a morning briefing.", job_id="job-1",
+    outcome = await app.worker.run_proactive(ConversationId("test", "c9"), "Give me a morning briefing.", job_id="job-1",
                                              tools=lambda contract: contract.name.startswith("clock."))
     assert outcome.ok and outcome.text == "Good morning! It is Wednesday."
     assert channel.sent == [("c9", "Good morning! It is Wednesday.")]
@@ -31,7 +32,7 @@ async def test_a_proactive_turn_never_runs_a_tool_that_needs_approval(app_factor
     app = await app_factory(tools={"files": {"notes_dir": str(notes)}})
     # the model calls files_write although it was not offered: code skips it and says so
     fake_llm.add(Step.tool_calls(("files_write", {"path": "log.md", "content": "x"})), Step.text("I logged it."))
-    outcome = await app.worker.run_proactive("test:c1", "Log the day.")
+    outcome = await app.worker.run_proactive(ConversationId("test", "c1"), "Log the day.")
     assert "files_write" not in offered(fake_llm.requests[0])
     assert not (notes / "log.md").exists()
     assert await rows(app, "SELECT id FROM pending_confirmations") == [] and channel.confirmations == []
@@ -44,7 +45,7 @@ async def test_a_proactive_turn_never_runs_a_tool_that_needs_approval(app_factor
 async def test_a_failed_proactive_turn_tells_the_user(app_factory, fake_llm, channel):
     app = await app_factory(llm={"num_retries": 0})
     fake_llm.add(Step.error(500))
-    outcome = await app.worker.run_proactive("test:c1", "The briefing.")
+    outcome = await app.worker.run_proactive(ConversationId("test", "c1"), "The briefing.")
     assert not outcome.ok
     assert channel.texts() == [outcome.text]
     assert outcome.text.startswith("I could not complete a scheduled task.") and "Nothing was done." in outcome.text
@@ -55,7 +56,7 @@ async def test_a_proactive_turn_cannot_dry_run_a_tool_that_needs_approval(app_fa
     (notes / "secret.md").write_text("do not leak\n")
     fake_llm.add(Step.tool_calls(("files_write", {"path": "secret.md", "content": "x", "dry_run": True})),
                  Step.text("Checked."))
-    await app.worker.run_proactive("test:c1", "Look at my notes.")
+    await app.worker.run_proactive(ConversationId("test", "c1"), "Look at my notes.")
     tool_message = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"][0]
     assert "do not leak" not in tool_message["content"] and '"skipped"' in tool_message["content"]
     (audit,) = await rows(app, "SELECT status FROM tool_executions")

@@ -26,7 +26,7 @@ import structlog
 from bruce.actions.registry import RegisteredTool, ToolRegistry
 from bruce.contracts import ToolCall
 from bruce.turns.scope import TurnScope
-from bruce.values import TurnSource
+from bruce.values import ConversationId, TurnSource
 
 if TYPE_CHECKING:  # the SDK is imported when a server is built, not with this module
     from mcp import types
@@ -46,7 +46,9 @@ def exposed(registry: ToolRegistry, *, trusted: bool) -> dict[str, RegisteredToo
             and (trusted or not t.policy.needs_confirmation)}
 
 
-def build_server(registry: ToolRegistry, *, trusted: bool, conversation_id: str | None, version: str = "") -> Any:
+def build_server(
+    registry: ToolRegistry, *, trusted: bool, conversation_id: ConversationId | None, version: str = "",
+) -> Any:
     """The SDK's low-level ``Server`` with Bruce's tools: list and call, nothing else."""
     from mcp import types
     from mcp.server import Server
@@ -66,7 +68,7 @@ def build_server(registry: ToolRegistry, *, trusted: bool, conversation_id: str 
                            error=True)
         # untrusted: nobody here can approve, so a call that needs a yes this time (memory.forget by
         # query) is skipped, never parked; trusted: the client asked its own user
-        scope = TurnScope(turn_id="", conversation_id=conversation_id or "", user_id=None, source=TurnSource.MCP,
+        scope = TurnScope(turn_id="", conversation_id=conversation_id, user_id=None, source=TurnSource.MCP,
                           confirmed_by_caller=trusted, unattended=not trusted)
         call = ToolCall(id=f"mcp:{uuid.uuid4().hex[:12]}", name=tool.contract.wire_name,
                         arguments=json.dumps(params.arguments or {}, ensure_ascii=False, default=str))

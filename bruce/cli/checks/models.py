@@ -35,15 +35,15 @@ async def _probe(config: Config, index: int, endpoint: ModelEndpoint, environ: M
     from bruce.config.schema import LLMConfig
     from bruce.llm.service import LLMService
     from bruce.turns.scope import TurnScope, new_turn_id
-    from bruce.values import TurnSource
+    from bruce.values import ConversationId, TurnSource
 
     label = f"llm {endpoint.model}" if index == 0 else f"llm fallback {index} {endpoint.model}"
     timeout = min(timeout_s, config.llm.timeout_s)
     one = LLMConfig(model=endpoint.model, api_base=endpoint.api_base, api_key=endpoint.api_key, num_retries=0,
                     timeout_s=timeout, turn_deadline_s=timeout + 1, circuit_failures=0, stream=False)
     clock = SystemClock()
-    scope = TurnScope(turn_id=new_turn_id(), conversation_id="doctor:llm", user_id=None)
-    await store.messages.start_turn(scope.turn_id, scope.conversation_id, source=TurnSource.CHAT,
+    scope = TurnScope(turn_id=new_turn_id(), conversation_id=ConversationId("doctor", "llm"), user_id=None)
+    await store.messages.start_turn(scope.turn_id, str(scope.conversation), source=TurnSource.CHAT,
                                     inbound_message_id=None)
     started = clock.monotonic()
     try:

@@ -3,12 +3,13 @@ by the API (Bearer) or the page's forms (cookie and CSRF)."""
 
 from __future__ import annotations
 
+from bruce.values import ConversationId
 from tests.helpers import ADMIN_TOKEN as TOKEN
 from tests.helpers import BEARER
 
 
 async def test_jobs_are_listed_and_changed_through_the_scheduler(app, admin):
-    job = (await app.jobs.create("test:c1", {"execution_mode": "message", "content": "Call Ana",
+    job = (await app.jobs.create(ConversationId("test", "c1"), {"execution_mode": "message", "content": "Call Ana",
                                              "in_seconds": 120})).job
     listed = (await (await admin.get("/api/jobs", headers=BEARER)).json())["items"]
     assert listed[0]["job_id"] == job.id and listed[0]["next_run"] == "Wed 2026-12-02 09:02 -03 (America/Sao_Paulo)"

@@ -3,6 +3,7 @@ prefixed ``bruce_``."""
 
 from __future__ import annotations
 
+from bruce.values import ConversationId
 from tests.fakes.llm_server import Step
 from tests.helpers import BEARER, say
 
@@ -24,6 +25,6 @@ async def test_metrics_are_prometheus_text_behind_the_token(app, admin, fake_llm
 
 
 async def test_jobs_are_counted_by_status(app, admin):
-    await app.jobs.create("test:c1", {"execution_mode": "message", "content": "Call Ana", "in_seconds": 120})
+    await app.jobs.create(ConversationId("test", "c1"), {"execution_mode": "message", "content": "Call Ana", "in_seconds": 120})
     text = await (await admin.get("/metrics", headers=BEARER)).text()
     assert 'bruce_jobs{status="active"} 1.0' in text and "bruce_outbox_unsent 0.0" in text
