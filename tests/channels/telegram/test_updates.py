@@ -7,7 +7,7 @@ from aiogram.types import Update
 
 from bruce.channel import DecisionReport, IncomingMessage
 from bruce.config.schema import TelegramConfig
-from bruce.values import DecisionOutcome
+from bruce.values import ConversationId, DecisionOutcome
 from channels.telegram.updates import UNSUPPORTED, UpdateHandler
 from tests.fakes.clock import FakeClock
 
@@ -113,7 +113,7 @@ async def test_a_button_press_is_decided_and_the_request_shows_the_outcome():
     query = {"id": "q1", "from": {"id": OWNER, "is_bot": False, "first_name": "Ann"}, "chat_instance": "c",
              "data": "approve:abc", "message": message(42, OWNER, "Approval needed")}
     await updates.handle(update(callback_query=query))
-    assert core.decided == [(f"telegram:{OWNER}", str(OWNER), "abc", True)]
+    assert core.decided == [(ConversationId("telegram", str(OWNER)), str(OWNER), "abc", True)]
     assert bot.answers == [("Approved.", False)] and bot.outcomes == ["Approved."]
 
 
