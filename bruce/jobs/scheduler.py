@@ -42,12 +42,11 @@ from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.contracts import ToolContract
 from bruce.errors import ShuttingDown, StoreError
 from bruce.jobs.book import QUIET_TOKEN, JobBook
-from bruce.jobs.schedule import Schedule, local_text
+from bruce.jobs.catch_up import CatchUp, Notices, ms
 from bruce.llm.budget import Budget
 from bruce.records import JobRecord, JobRunRecord
 from bruce.runtime.locks import FileLock
 from bruce.store import Store
-from bruce.texts import job_missed
 from bruce.turns.runner import TurnOutcome
 from bruce.turns.scope import ToolFilter
 from bruce.values import (
@@ -55,7 +54,6 @@ from bruce.values import (
     ExecutionMode,
     JobRunStatus,
     JobStatus,
-    MessageKind,
     MessageStatus,
     Notify,
     TurnStatus,
@@ -75,10 +73,6 @@ class Doors(Protocol):
 
     async def run_proactive(self, conversation_id: ConversationId, prompt: str, *, job_id: str | None = None,
                             tools: ToolFilter | None = None, quiet_token: str | None = None) -> TurnOutcome: ...
-
-
-class Notices(Protocol):
-    async def post(self, conversation_id: ConversationId, text: str, *, kind: MessageKind = ...) -> int: ...
 
 
 def no_proactive_tools(contract: ToolContract) -> bool:
@@ -139,7 +133,8 @@ class Scheduler:
 
     async def _begin(self) -> None:
         await self._settle_unfinished()
-        await self._catch_up()
+        await CatchUp(store_jobs=self._jobs, book=self._book, notices=self._notices, clock=self._clock,
+                      grace_s=self._settings.misfire_grace_s).run()
         self._timer = AsyncIOScheduler(timezone=UTC, job_defaults={"misfire_grace_time": None, "coalesce": True,
                                                                    "max_instances": 1})
         self.running = True
@@ -271,15 +266,15 @@ class Scheduler:
             return  # paused, cancelled, rescheduled or already moved on meanwhile
         lateness = self._clock.now() - parse_iso(scheduled_for)
         if lateness < -EARLY_TOLERANCE:  # the wall clock went back since the timer was set
-            log.info("scheduler.early", early_ms=-_ms(lateness))
+            log.info("scheduler.early", early_ms=-ms(lateness))
             self._arm(job_id, scheduled_for)
             return
-        run_id = await self._jobs.claim_run(job_id, scheduled_for, lateness_ms=max(_ms(lateness), 0))
+        run_id = await self._jobs.claim_run(job_id, scheduled_for, lateness_ms=max(ms(lateness), 0))
         if run_id is None:
             if again:
                 await self._claimed_before(job, scheduled_for)
             return
-        log.info("scheduler.firing", mode=str(job.execution_mode), lateness_ms=_ms(lateness))
+        log.info("scheduler.firing", mode=str(job.execution_mode), lateness_ms=ms(lateness))
         try:
             status, detail = await self._deliver(job, run_id)
         except ShuttingDown:
@@ -419,57 +414,3 @@ class Scheduler:
             log.info("scheduler.run_settled", status=str(status))
         if job.next_run_at == run.scheduled_for:
             await self._advance(job, run.scheduled_for, status, error)
-
-    async def _catch_up(self) -> None:
-        """What fell due while Bruce was down: fired once (coalesced) within the grace;
-        a one-off beyond it is missed and the user told once."""
-        now = self._clock.now()
-        grace = timedelta(seconds=self._settings.misfire_grace_s)
-        for job in await self._jobs.active():
-            if job.next_run_at is None or parse_iso(job.next_run_at) > now:
-                continue
-            with structlog.contextvars.bound_contextvars(job=job.id):
-                schedule = self._book.schedule_of(job)
-                due = parse_iso(job.next_run_at)
-                if not schedule.recurring:
-                    if now - due > grace:
-                        await self._missed(job, due, now)
-                    continue  # within the grace: armed as due, it fires at once
-                latest = _latest_within(schedule, due, now, grace)
-                if latest is None:  # every missed run is beyond the grace: on to the next one
-                    nxt = schedule.next_after(now)
-                    await self._jobs.claim_run(job.id, job.next_run_at, lateness_ms=_ms(now - due),
-                                               status=JobRunStatus.MISSED, error="due while Bruce was not running")
-                    await self._jobs.update(job.id, expect=("active",), next_run_at=utc_iso(nxt) if nxt else None)
-                    log.info("scheduler.missed_runs_skipped", next_run_at=utc_iso(nxt) if nxt else None)
-                elif latest != due:
-                    await self._jobs.update(job.id, expect=("active",), next_run_at=utc_iso(latest))
-                    log.info("scheduler.missed_runs_coalesced", first=job.next_run_at, firing=utc_iso(latest))
-
-    async def _missed(self, job: JobRecord, due: datetime, now: datetime) -> None:
-        claimed = await self._jobs.claim_run(job.id, job.next_run_at or utc_iso(due), lateness_ms=_ms(now - due),
-                                             status=JobRunStatus.MISSED, error="due while Bruce was not running")
-        if not await self._jobs.update(job.id, expect=("active",), status=JobStatus.MISSED, next_run_at=None):
-            return
-        if claimed is not None:  # told once: the claim is unique
-            when = local_text(due, self._book.schedule_of(job).zone)
-            await self._notices.post(ConversationId.parse(job.conversation_id), job_missed(job.content, when, job.execution_mode),
-                                     kind=MessageKind.NOTICE)
-        log.warning("scheduler.job_missed", late_s=int((now - due).total_seconds()))
-
-
-def _latest_within(schedule: Schedule, due: datetime, now: datetime, grace: timedelta) -> datetime | None:
-    """The last run at or before ``now`` and no older than the grace (None: there is none)."""
-    start = max(due, now - grace)
-    found = due if due >= now - grace else None
-    cursor = start
-    for _ in range(100_000):  # runs at least a minute apart over at most the grace (30 days max)
-        nxt = schedule.next_after(cursor)
-        if nxt is None or nxt > now:
-            break
-        found, cursor = nxt, nxt
-    return found
-
-
-def _ms(delta: timedelta) -> int:
-    return int(delta.total_seconds() * 1000)
