@@ -3,8 +3,8 @@
 An approved request (already moved to ``running``, single use) runs with its stored arguments,
 audited with source ``confirmation``. The first report line is written by code and stored with
 the outcome in one transaction, then sent; one short model call, without tools, may add a
-sentence of its own. If the model is down the user still has the plain report: an action that
-ran is never left unreported.
+sentence of its own (not when the day's LLM budget is spent). If the model is down the user still
+has the plain report: an action that ran is never left unreported.
 """
 
 from __future__ import annotations

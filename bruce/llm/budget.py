@@ -10,7 +10,8 @@ allowed for the day (``bruce budget allow``). Where the spend is measured agains
 * 90 %: background calls (summaries) stop (``LLMService`` refuses them);
 * 100 %: a new chat turn gets a notice with the reset time and makes no model call; an
   agent-mode job is skipped (its run recorded ``over_budget``); message-mode reminders, which
-  need no model, still fire.
+  need no model, still fire; an approved action still runs and its code-written report is
+  sent, without the model's comment on it (``LLMService`` refuses that call).
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ class LLMService:
         environ: Mapping[str, str] | None = None,
         budget: Budget | None = None,
     ) -> None:
-        """``budget``: the daily budget background calls (summaries, memory) stop at; None: no limit."""
+        """``budget``: the daily budget calls are checked against (``_check_budget``); None: no limit."""
         self._config = config
         self._store = store
         self._clock = clock
@@ -154,10 +154,7 @@ class LLMService:
         hint = self.missing_configuration()
         if hint:
             raise LLMNotConfigured(hint)
-        if scope.source in (TurnSource.SUMMARY, TurnSource.MEMORY) and self.budget is not None \
-                and await self.budget.reached(BACKGROUND_STOP_AT) is not None:
-            log.info("llm.background_over_budget")
-            raise OverBudget("the day's LLM budget is 90% spent: background calls wait for tomorrow")
+        await self._check_budget(scope.source)
         litellm = _litellm()
         endpoints = self._config.endpoints()
         if model is not None:
@@ -168,6 +165,22 @@ class LLMService:
             return await self._first_answer(litellm, endpoints, messages, tools, scope, deadline)
         finally:
             self._spend(scope.turn_id, self._clock.monotonic() - started)
+
+    async def _check_budget(self, source: TurnSource) -> None:
+        """Before every call: background calls stop at 90 % of the day's budget, the rest at 100 %.
+        A chat or proactive turn is checked once, when it starts (``TurnRunner``), so a turn that
+        began under the budget finishes; any other call (the comment on an approved action) is
+        checked here, so a spent budget is never spent further."""
+        if self.budget is None or source in (TurnSource.CHAT, TurnSource.PROACTIVE):
+            return
+        background = source in (TurnSource.SUMMARY, TurnSource.MEMORY)
+        if await self.budget.reached(BACKGROUND_STOP_AT if background else 1.0) is None:
+            return
+        if background:
+            log.info("llm.background_over_budget")
+            raise OverBudget("the day's LLM budget is 90% spent: background calls wait for tomorrow")
+        log.info("llm.over_budget", source=str(source))
+        raise OverBudget("the day's LLM budget is spent: no model call until tomorrow")
 
     async def _first_answer(
         self,
