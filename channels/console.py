@@ -9,7 +9,7 @@ holds only the replies; the answer itself is printed once, complete, when it is 
 What this channel prints comes from a model, a web page or a file, so a terminal must never
 act on it: control characters (C0 but newline and tab, DEL, C1), bidi overrides and other
 invisible format characters are shown as text (``ESC`` as ``^[``, U+202E as ``<U+202E>``) by
-``visible``, in replies, step lines and the approval prompt alike.
+``bruce.safe_text.visible``, in replies, step lines and the approval prompt alike.
 
 Input that is not valid UTF-8 (or holds lone surrogates) is decoded with replacement
 characters, and the user is told. A line the database cannot store (``StoreError`` from
@@ -26,7 +26,6 @@ import contextlib
 import re
 import sys
 import threading
-import unicodedata
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
@@ -36,49 +35,16 @@ from typing import Any, TextIO
 from bruce.channel import ConfirmationRequest, Inbound, IncomingMessage
 from bruce.clock import Clock
 from bruce.errors import StoreError
+from bruce.safe_text import visible
 from bruce.turns.progress import ProgressEvent, Thinking, ToolFinished
 
-__all__ = ["ConsoleChannel", "visible"]
+__all__ = ["ConsoleChannel"]
 
 QUIT_COMMANDS = {"/quit", "/exit"}
 RETRY_FIRST_S = 1.0
 RETRY_MAX_S = 30.0
 
-# bidi embeddings, overrides and isolates, and the marks: they reorder what follows on screen
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-# format characters that only join or hyphenate (emoji sequences, Indic scripts): shown as they are
-_HARMLESS_FORMAT = frozenset("\u00ad\u200c\u200d")
-_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _hidden(char: str) -> bool:
-    """Would a terminal act on this character (or not show it) instead of printing it?"""
-    if char in "\n\t":
-        return False
-    code = ord(char)
-    if code < 0x20 or 0x7F <= code <= 0x9F or char in _BIDI:
-        return True
-    category = unicodedata.category(char)
-    return category in ("Cs", "Zl", "Zp") or (category == "Cf" and char not in _HARMLESS_FORMAT)
-
-
-def _shown(char: str) -> str:
-    code = ord(char)
-    if code < 0x20:
-        return "^" + chr(code + 0x40)  # caret notation: ESC is ^[
-    if code == 0x7F:
-        return "^?"
-    return f"<U+{code:04X}>"
-
-
-def visible(text: str) -> str:
-    """``text`` with every character a terminal would act on (or hide) written out instead;
-    newlines and tabs stay (a CRLF pair becomes a newline)."""
-    text = text.replace("\r\n", "\n")
-    if text.isascii() and not _ASCII_CONTROL.search(text):
-        return text
-    return "".join(_shown(c) if _hidden(c) else c for c in text)
 
 
 def _as_text(line: str) -> tuple[str, bool]:

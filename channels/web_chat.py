@@ -32,6 +32,7 @@ from aiohttp import web
 from bruce.channel import ConfirmationRequest, IncomingMessage, LocalInbound
 from bruce.clock import Clock
 from bruce.errors import ChannelSendError, StoreError
+from bruce.safe_text import read_json
 from bruce.turns.progress import ProgressEvent, TextDelta, Thinking, ToolFinished, ToolStarted
 from bruce.values import ConversationId
 
@@ -128,7 +129,7 @@ class WebChat:
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
         try:
-            body = await request.json()
+            body = read_json(await request.read())
         except (ValueError, RecursionError):  # (UnicodeDecodeError is a ValueError)
             raise web.HTTPBadRequest(text=json.dumps({"error": "the body must be a JSON object"}),
                                      content_type="application/json") from None

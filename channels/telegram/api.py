@@ -7,12 +7,12 @@ description and any ``retry_after``), and one of ``Unreachable`` when no answer 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import aiohttp
 
 from bruce.errors import ConfigError
+from bruce.safe_text import read_json
 
 __all__ = ["ALLOWED_UPDATES", "OFFICIAL_API", "BotAPI", "Refused", "Unreachable", "check_token"]
 
@@ -59,7 +59,7 @@ class BotAPI:
         if len(raw) > MAX_ANSWER_BYTES:
             raise Refused(method, status, f"an answer over {MAX_ANSWER_BYTES // 2**20} MB")
         try:
-            body = json.loads(raw)
+            body = read_json(raw)
         except (ValueError, RecursionError):  # not JSON, or JSON nested past the parser's depth
             raise Refused(method, status, "not a JSON answer") from None
         if not isinstance(body, dict):

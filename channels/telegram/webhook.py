@@ -2,7 +2,9 @@
 
 Every request must carry ``X-Telegram-Bot-Api-Secret-Token`` (401 without it); an update is
 answered 200 once it is handled, and 503 when it could not be stored, so Telegram sends it
-again.
+again. The body is read with ``read_json``: a lone surrogate (the JSON escape ``\\ud800``) is
+read as U+FFFD, so such an update is stored and answered 200 like any other, never a 500 that
+Telegram would send again forever.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from aiohttp import web
 
 from bruce.config.schema import TelegramWebhookConfig
 from bruce.errors import BruceError, StoreError
+from bruce.safe_text import read_json
 from channels.telegram.api import ALLOWED_UPDATES, BotAPI, Refused, Unreachable
 
 if TYPE_CHECKING:
@@ -79,7 +82,7 @@ class WebhookServer:
             return web.json_response({"ok": False, "error": "missing or wrong secret token"}, status=401)
         bot = await self._bot()
         try:
-            update = bot.read_update(await request.json())
+            update = bot.read_update(read_json(await request.read()))
         except (ValueError, RecursionError):
             return web.json_response({"ok": False, "error": "not a Telegram update"}, status=400)
         self._received()

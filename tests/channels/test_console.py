@@ -30,7 +30,7 @@ def raw_controls(text: str) -> list[str]:
 
 
 def test_control_characters_are_made_visible():
-    from channels.console import visible
+    from bruce.safe_text import visible
 
     assert visible("a\x1b[2Kb") == "a^[[2Kb"
     assert visible("\x00\x07\r\x7f") == "^@^G^M^?"
