@@ -10,7 +10,6 @@ running the change waits in the database for the next start.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from bruce.clock import SystemClock, parse_iso
 from bruce.config.schema import Config
 from bruce.jobs.book import JobBook, JobError, JobView
 from bruce.jobs.schedule import local_text
+from bruce.safe_text import visible, visible_json
 from bruce.store import Store
 
 __all__ = ["add_arguments", "jobs_command"]
@@ -68,7 +68,7 @@ def _record(view: JobView) -> dict[str, Any]:
 async def _list(store: Store, *, all_jobs: bool, as_json: bool) -> int:
     views = [JobView(j) for j in await store.jobs.all(live_only=not all_jobs)]
     if as_json:
-        print(json.dumps([_record(v) for v in views], ensure_ascii=False, indent=2))
+        print(visible_json([_record(v) for v in views]))
         return 0
     if not views:
         print("no scheduled jobs" + ("" if all_jobs else " (--all shows finished ones)"))
@@ -76,8 +76,9 @@ async def _list(store: Store, *, all_jobs: bool, as_json: bool) -> int:
     rows = [["ID", "CONVERSATION", "MODE", "STATUS", "NEXT RUN", "SCHEDULE", "CONTENT"]]
     for v in views:
         j = v.job
-        rows.append([j.id, j.conversation_id, str(j.execution_mode), str(j.status) + (" (flagged)" if j.flagged else ""),
-                     v.next_run_local or "-", _cut(j.description, 40), _cut(j.content, 40)])
+        rows.append([visible(cell) for cell in (
+            j.id, str(j.conversation_id), str(j.execution_mode), str(j.status) + (" (flagged)" if j.flagged else ""),
+            v.next_run_local or "-")] + [_cut(j.description, 40), _cut(j.content, 40)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:  # plain columns, like ``bruce pairing list`` (no table library to install)
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
@@ -85,8 +86,9 @@ async def _list(store: Store, *, all_jobs: bool, as_json: bool) -> int:
 
 
 def _cut(text: str, limit: int) -> str:
-    """One line of at most ``limit`` characters (a line break would break the columns)."""
-    flat = " ".join(text.split())
+    """One line of at most ``limit`` characters (a line break would break the columns), with
+    what a terminal would act on written out."""
+    flat = " ".join(visible(text).split())
     return flat if len(flat) <= limit else flat[:limit - 3] + "..."
 
 
@@ -104,23 +106,22 @@ async def _show(store: Store, book: JobBook, job_id: str, *, as_json: bool) -> i
     try:
         job = await book.get(None, job_id)
     except JobError as exc:
-        print(f"bruce: {exc}", file=sys.stderr)
+        print(f"bruce: {visible(str(exc))}", file=sys.stderr)
         return 1
     runs = await store.jobs.runs(job.id)
     zone = ZoneInfo(job.timezone)
     if as_json:
-        print(json.dumps({**_record(JobView(job)), "runs": [
+        print(visible_json({**_record(JobView(job)), "runs": [
             {"scheduled_for": r.scheduled_for, "status": str(r.status), "lateness_ms": r.lateness_ms,
-             "error": r.error, "delivered_text": r.delivered_text, "turn_id": r.turn_id} for r in runs]},
-            ensure_ascii=False, indent=2))
+             "error": r.error, "delivered_text": r.delivered_text, "turn_id": r.turn_id} for r in runs]}))
         return 0
     view = JobView(job)
-    for label, value in (("job", job.id), ("conversation", job.conversation_id), ("mode", str(job.execution_mode)),
+    for label, value in (("job", job.id), ("conversation", str(job.conversation_id)), ("mode", str(job.execution_mode)),
                          ("status", str(job.status)), ("schedule", job.description),
                          ("next run", view.next_run_local or "-"), ("notify", str(job.notify)),
                          ("failures in a row", str(job.failures)), ("flagged", job.flagged or "-"),
                          ("created", local_text(parse_iso(job.created_at), zone)), ("content", job.content)):
-        print(f"{label + ':':<19} {value}")
+        print(f"{label + ':':<19} {visible(value)}")
     print(f"runs (last {len(runs)}):" if runs else "runs: none yet")
     for r in runs:
         detail = r.error or (r.delivered_text or "")
@@ -141,12 +142,12 @@ async def _change(config: Config, book: JobBook, verb: str, job_id: str) -> int:
         else:
             view = await book.run_now(job_id)
     except JobError as exc:
-        print(f"bruce: {exc}; nothing changed", file=sys.stderr)
+        print(f"bruce: {visible(str(exc))}; nothing changed", file=sys.stderr)
         return 1
     from bruce.cli.daemon import jobs_changed_on_daemon
 
     told = await jobs_changed_on_daemon(config)
-    print(f"{_CHANGES[verb]}: {view.line()}")
+    print(f"{_CHANGES[verb]}: {visible(view.line())}")
     run_now = verb == "run-now"
     if told:
         print("the daemon runs it now" if run_now else "the running daemon has the change now")

@@ -5,13 +5,13 @@ Forgetting deletes for good: the fact, its search entry, and the summaries that 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from bruce.cli.existing_store import open_existing
 from bruce.clock import SystemClock
 from bruce.config.schema import Config
+from bruce.safe_text import visible, visible_json
 from bruce.store import Store
 from bruce.values import FactStatus
 
@@ -50,21 +50,21 @@ async def memory_command(config: Config, args: argparse.Namespace, config_path: 
 async def _list(store: Store, *, include_archived: bool, as_json: bool) -> int:
     facts = await store.memory.facts(include_archived=include_archived)
     if as_json:
-        print(json.dumps([f.as_dict() for f in facts], indent=2, ensure_ascii=False))
+        print(visible_json([f.as_dict() for f in facts]))
         return 0
     if not facts:
         print("Bruce remembers nothing yet.")
         return 0
     for f in facts:
         archived = "  (archived)" if f.status is FactStatus.ARCHIVED else ""
-        print(f"{f.id:>5}  {f.last_seen_at[:10]}  [{f.type}] {' '.join(f.content.split())}{archived}")
+        print(f"{f.id:>5}  {f.last_seen_at[:10]}  [{f.type}] {' '.join(visible(f.content).split())}{archived}")
     return 0
 
 
 async def _export(store: Store, path: Path | None) -> int:
     data = {"facts": [f.as_dict() for f in await store.memory.facts()],
             "summaries": [s.as_dict() for s in await store.memory.summaries()]}
-    text = json.dumps(data, indent=2, ensure_ascii=False)
+    text = visible_json(data)  # the same data, and safe to `cat`
     if path is None:
         print(text)
         return 0
@@ -90,5 +90,5 @@ async def _forget(store: Store, fact_id: int | None, *, everything: bool) -> int
         print(f"bruce: there is no fact {fact_id}; `bruce memory list --all` shows them", file=sys.stderr)
         return 1
     await store.memory.forget([fact_id])
-    print(f"forgot {fact_id}: {fact.content}")
+    print(f"forgot {fact_id}: {visible(fact.content)}")
     return 0

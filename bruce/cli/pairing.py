@@ -21,6 +21,7 @@ from bruce.config.schema import Config
 from bruce.records import PairingRequestRecord
 from bruce.runtime.access import AccessSettings
 from bruce.runtime.pairing import normalized_code
+from bruce.safe_text import visible
 from bruce.store import Store
 from bruce.values import DecisionOutcome
 
@@ -61,7 +62,7 @@ def _list(requests: list[PairingRequestRecord], zone: ZoneInfo, now: datetime) -
     for r in requests:
         expires = parse_iso(r.expires_at)
         minutes = max(int((expires - now).total_seconds() // 60), 0)
-        rows.append([r.code, r.channel, r.sender_id, r.display_name or "-",
+        rows.append([visible(r.code), visible(r.channel), visible(r.sender_id), visible(r.display_name or "-"),
                      f"{expires.astimezone(zone):%Y-%m-%d %H:%M} (in {minutes} min)"])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
@@ -78,9 +79,9 @@ async def _decide(store: Store, typed: str, *, approve: bool, channel: str | Non
                   file=sys.stderr)
             return 1
     outcome, request = await store.pairing.decide(code, approve=approve)
-    who = f"{request.channel} user {request.sender_id}" if request else ""
+    who = visible(f"{request.channel} user {request.sender_id}") if request else ""
     if request is not None and request.display_name:
-        who += f" ({request.display_name})"
+        who += f" ({visible(request.display_name)})"
     if outcome is DecisionOutcome.APPROVED:
         print(f"paired: {who}; Bruce answers their next message")
         return 0
