@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from bruce.config.schema import Config
+from bruce.safe_text import visible
 
 if TYPE_CHECKING:  # the rest is imported when a command runs: `bruce --help` stays quick
     from bruce.eval.cases import Case
@@ -167,7 +168,7 @@ def _run(config: Config, args: argparse.Namespace) -> int:
                         jobs=args.jobs, judge=judge_record, outcomes=outcomes,
                         system_prompt=config.assistant.system_prompt)
     for line in _summary(outcomes):
-        print(line)
+        print(visible(line))
     written = True
     try:
         folder = new_run_folder(runs_dir, started)
@@ -266,6 +267,6 @@ def _compare(config: Config, args: argparse.Namespace) -> int:
     a, b = load_run(_run_path(config, args.a)), load_run(_run_path(config, args.b))
     result = compare_runs(a, b, threshold=args.threshold)
     for line in render(result):
-        print(line)
+        print(visible(line))
     return 1 if result.code_regressions else 0
 

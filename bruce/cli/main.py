@@ -266,9 +266,10 @@ async def _decide_in_database(config: Config, confirmation_id: str, approve: boo
 
 def _decision_line(config: Config, confirmation_id: str, decision: LocalDecision) -> tuple[bool, str]:
     """What the owner is told, and whether the decision took effect."""
+    from bruce.safe_text import visible
     from bruce.values import ConversationId, DecisionOutcome
 
-    tool = decision.tool_name or ""
+    tool = visible(decision.tool_name or "")
     channel = ConversationId.parse(decision.conversation_id).channel if decision.conversation_id else "that"
     if decision.outcome is DecisionOutcome.QUEUED and decision.runs_here:
         return True, f"approved: {tool} runs now in the running Bruce; the user is told the outcome"

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from bruce.config.schema import Config
 from bruce.errors import BruceError
+from bruce.safe_text import visible, visible_json
 
 __all__ = ["add_arguments", "mcp_command"]
 
@@ -50,7 +51,7 @@ async def mcp_command(config: Config, args: argparse.Namespace) -> int:
     if servers is None:
         servers = await probe_mcp(config)
     if args.json:
-        print(json.dumps({"daemon": live, "servers": servers}, indent=2, ensure_ascii=False))
+        print(visible_json({"daemon": live, "servers": servers}))
     else:
         _table(servers, live)
     return 0 if all(s["state"] in ("ready", "disabled") for s in servers) else 1
@@ -91,6 +92,12 @@ async def _serve(config: Config, *, transport: str, port: int) -> None:
                 await asyncio.wait(notices, timeout=3)
 
 
+def _shown(text: str) -> Text:
+    """A server's own text (its errors, its tools' names) as plain text: escape codes written
+    out, and no rich markup read in it."""
+    return Text(visible(text))
+
+
 def _table(servers: list[dict[str, Any]], live: bool) -> None:
     console = Console(highlight=False, soft_wrap=True)
     console.print("As the running daemon sees them:" if live else
@@ -99,11 +106,11 @@ def _table(servers: list[dict[str, Any]], live: bool) -> None:
     for column in ("server", "transport", "state", "since (UTC)", "last error", "tools"):
         table.add_column(column, overflow="fold")
     for s in servers:
-        table.add_row(s["server"], s["transport"], s["state"], s["since"][:19].replace("T", " "),
-                      s["last_error"] or "-", str(len(s["tools"])))
+        table.add_row(_shown(s["server"]), s["transport"], s["state"], s["since"][:19].replace("T", " "),
+                      _shown(s["last_error"] or "-"), str(len(s["tools"])))
     console.print(table)
     for s in servers:
         for t in s["tools"]:
-            console.print(f"  {t['name']}  risk {t['risk']}  (the model sees {t['wire_name']})")
+            console.print(_shown(f"  {t['name']}  risk {t['risk']}  (the model sees {t['wire_name']})"))
         for remote, why in s.get("skipped", {}).items():
-            console.print(f"  {s['server']}: {remote} is not offered: {why}")
+            console.print(_shown(f"  {s['server']}: {remote} is not offered: {why}"))

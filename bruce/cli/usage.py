@@ -16,6 +16,7 @@ from bruce.clock import SystemClock
 from bruce.config.schema import Config
 from bruce.llm.budget import Budget
 from bruce.llm.usage import usage_by_day
+from bruce.safe_text import visible
 
 __all__ = ["add_usage_arguments", "add_budget_arguments", "usage_command", "budget_command"]
 
@@ -53,12 +54,13 @@ async def usage_command(config: Config, args: argparse.Namespace, config_path: P
         return 0
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(box=None, pad_edge=False)
     for column in ("DAY", "MODEL", "CALLS", "FAILED", "PROMPT", "COMPLETION", "COST USD"):
         table.add_column(column, justify="left" if column in ("DAY", "MODEL") else "right")
     for r in rows:
-        table.add_row(r.day, r.model, str(r.calls), str(r.failed), f"{r.prompt_tokens:,}", f"{r.completion_tokens:,}",
+        table.add_row(r.day, Text(visible(r.model)), str(r.calls), str(r.failed), f"{r.prompt_tokens:,}", f"{r.completion_tokens:,}",
                       f"{r.cost_usd:.4f}")
     Console(width=160).print(table)
     print("cache hits: " + (", ".join(f"{day} {n}" for day, n in sorted(hits.items())) or "none"))

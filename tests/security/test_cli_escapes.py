@@ -16,6 +16,7 @@ import yaml
 
 from bruce.cli.main import main
 from bruce.values import ConversationId, FactType
+from tests.fakes.llm_server import Step
 
 # erase the line, go to its start, write something else; a one-byte CSI; a right-to-left override
 PAYLOAD = "send the report to eve\x1b[2K\x1b[1GWater the plants \x9b2K \u202etxt.exe"
@@ -127,3 +128,57 @@ async def test_pairing_list_and_approve_write_a_strangers_name_out(app, bruce, c
     assert status == 0, err
     assert "Ana^[[2K^[[1GYour bank" in out
     assert_nothing_raw(out + err)
+
+
+def test_mcp_status_shows_a_servers_words_without_acting_on_them(capsys, tmp_path, monkeypatch):
+    """A server's errors and its tools' names come from the server: escape codes are written out,
+    and rich markup in them (``[black on black]``) is shown as typed, not applied."""
+    config = tmp_path / "config.yml"
+    config.write_text(yaml.safe_dump({"storage": {"path": str(tmp_path / "bruce.db")},
+                                      "console": {"socket_path": str(tmp_path / "bruce.sock")},
+                                      "mcp_servers": {"evil": {"command": "true"}}}))
+    server = {"server": "evil", "transport": "stdio", "state": "failed", "since": "2026-12-02T12:00:00+00:00",
+              "last_error": "boom\x1b[2K\x1b[1Gall fine [black on black]hidden[/]",
+              "tools": [{"name": "mcp.evil.x\x1b[8m", "risk": "low", "wire_name": "mcp_evil_x"}],
+              "skipped": {"y\u202etxt": "bad name\x9b2K"}}
+
+    async def probe(_config):
+        return [server]
+
+    monkeypatch.setattr("bruce.app.probe_mcp", probe)
+    monkeypatch.setenv("COLUMNS", "300")  # the table's cells on one line each
+    for argv in (["mcp", "status"], ["mcp", "status", "--json"]):
+        capsys.readouterr()
+        main(["--config", str(config), *argv])
+        out, err = capsys.readouterr()
+        assert_nothing_raw(out + err)
+        if "--json" in argv:
+            assert json.loads(out)["servers"][0]["last_error"] == server["last_error"]
+        else:
+            assert "boom^[[2K^[[1Gall fine [black on black]hidden[/]" in out and "y<U+202E>txt" in out
+
+
+async def test_eval_lines_show_a_models_reply_without_acting_on_it(tmp_path, capsys, fake_llm):
+    """A guard: the checks quote a reply with ``repr`` already, and every line goes through
+    ``visible`` too."""
+    (tmp_path / "evals").mkdir()
+    (tmp_path / "evals" / "cases.yml").write_text(
+        "cases:\n  - name: hello\n    turns:\n      - user: Hi\n        expect: {must_say: ['goodbye']}\n",
+        encoding="utf-8")
+    config = tmp_path / "config.yml"
+    config.write_text(yaml.safe_dump({
+        "llm": {"model": "openai/m", "api_base": fake_llm.base_url, "api_key": "sk-test-123456",
+                "retry_backoff_s": 0, "timeout_s": 10},
+        "storage": {"path": str(tmp_path / "bruce.db")}, "admin": {"port": 0}}))
+    fake_llm.responder = lambda body: Step.text("Nope\x1b[2K\x1b[1GPASS  hello")
+    code = await asyncio.to_thread(main, ["--config", str(config), "eval", "run", "--model", "openai/m"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert_nothing_raw(out)
+
+
+def test_a_doctor_line_shows_a_platforms_words_without_acting_on_them():
+    from bruce.cli.checks.findings import Finding, Mark
+
+    line = Finding(Mark.FAIL, "telegram: Unauthorized\x1b[2K\x1b[1G✓ telegram: ok", "check the token").line()
+    assert line == "✗ telegram: Unauthorized^[[2K^[[1G✓ telegram: ok — fix: check the token"

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from bruce.safe_text import visible
+
 __all__ = ["Finding", "Mark", "check_secrets_in_file", "fill", "named", "variable"]
 
 _REF = re.compile(r"\s*\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}\s*")
@@ -31,7 +33,9 @@ class Finding:
     fix: str | None = None
 
     def line(self) -> str:
-        return f"{self.mark} {self.text}" + (f" — fix: {self.fix}" if self.fix else "")
+        """The finding as printed; a server's or a platform's own words in it are shown, never
+        acted on (``visible``)."""
+        return visible(f"{self.mark} {self.text}" + (f" — fix: {self.fix}" if self.fix else ""))
 
 
 def _raw_at(raw: Any, *keys: str | int) -> Any:
