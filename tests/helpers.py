@@ -8,7 +8,7 @@ from typing import Any
 
 from bruce.runtime.daemon import App
 
-ADMIN_TOKEN = "a-long-admin-token-0123456789"  # the ``admin`` fixture's token (tests/conftest.py)
+ADMIN_TOKEN = "a-long-admin-token-0123456789abcdef"  # the ``admin`` fixture's token (tests/conftest.py)
 BEARER = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 from bruce.channel import IncomingMessage
 

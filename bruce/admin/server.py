@@ -1,12 +1,18 @@
-"""The admin app: its lifecycle, the auth gate (``bruce.admin.auth``), the security headers on
-every response, ``/login`` and ``/logout``, and ``GET /healthz`` (no token needed). The pages are
+"""The admin app: its lifecycle, the Host check, the auth gate (``bruce.admin.auth``), the
+security headers on every response, ``/login`` and ``/logout``, and ``GET /healthz`` (no token needed). The pages are
 groups in ``bruce.admin.pages``, each a class with its ``routes()``, mounted here behind the
 gate in this order: logs, metrics, llm, turns, jobs, pairing, memory, artifacts, chat, evals,
-then the web chat channel's own routes and the static files."""
+then the web chat channel's own routes and the static files.
+
+Every request, ``/healthz`` and the web chat's included, first passes the Host check: the
+``Host`` header must name this machine (``localhost``, a loopback address), the address the page
+listens on, or an ``admin.allowed_hosts`` entry; any other gets 421 before auth. A page on an
+attacker's domain that re-points its name at 127.0.0.1 (DNS rebinding) sends its own name, so
+the browser's same-origin rule cannot be turned against the page this way."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -27,6 +33,7 @@ from bruce.admin.pages.pairing import PairingPages
 from bruce.admin.pages.rendering import SESSION, PageGroup, Templates, redirect
 from bruce.admin.pages.turns import TurnPages
 from bruce.clock import Clock
+from bruce.config.rules import host_entry, host_header_allowed
 from bruce.jobs.book import JobBook
 from bruce.llm.budget import Budget
 from bruce.store import Store
@@ -50,13 +57,16 @@ class AdminServer:
     def __init__(self, *, store: Store, clock: Clock, token: str, host: str, port: int,
                  health: Health | None = None, artifacts_dir: Path | None = None, jobs: JobBook | None = None,
                  budget: Budget | None = None, zone: ZoneInfo | None = None,
-                 chat_routes: list[web.RouteDef] | None = None, eval_runs_dir: Path | None = None) -> None:
+                 chat_routes: list[web.RouteDef] | None = None, eval_runs_dir: Path | None = None,
+                 allowed_hosts: Sequence[str] = ()) -> None:
         self._store = store
         self._clock = clock
         self._token = token
         self._host = host
         self._port = port
         self._health = health
+        wildcard = host in ("", "0.0.0.0", "::")
+        self._allowed_hosts = (*allowed_hosts, *(() if wildcard else (host_entry(host),)))
         self.sessions = Sessions()
         self.logins = LoginLimiter()
         self._runner: web.AppRunner | None = None
@@ -102,7 +112,7 @@ class AdminServer:
     # the app --------------------------------------------------------------------------------
 
     def _build(self, chat_routes: list[web.RouteDef]) -> web.Application:
-        app = web.Application(middlewares=[self._gate])
+        app = web.Application(middlewares=[self._host_check, self._gate])
         app.on_response_prepare.append(self._headers)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/login", self._login_form)
@@ -122,16 +132,32 @@ class AdminServer:
             response.headers.setdefault(name, value)
 
     @web.middleware
+    async def _host_check(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Before anything else: a request must name a host this page answers to (DNS rebinding)."""
+        if not host_header_allowed(request.headers.get("Host"), self._allowed_hosts):
+            log.warning("admin.host_refused", host=(request.headers.get("Host") or "")[:100])
+            return web.json_response({"error": "this page answers only to localhost and admin.allowed_hosts"},
+                                     status=421)
+        return await handler(request)
+
+    @web.middleware
     async def _gate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """Every route but the open ones needs the token (Bearer) or a session (cookie, plus
-        CSRF on a state-changing request)."""
+        CSRF on a state-changing request). A wrong Bearer token counts as a failed login."""
         if request.path.startswith(OPEN_PATHS) or request.path == "/login":
             return await handler(request)
         api = request.path.startswith("/api/") or request.path == "/metrics"  # machines get a 401, not a page
         header = request.headers.get("Authorization", "")
         if header.startswith("Bearer "):
+            client, now = request.remote or "?", self._clock.monotonic()
+            wait = self.logins.blocked(client, now)
+            if wait is not None:
+                return web.json_response({"error": f"too many attempts; try again in {int(wait) + 1} s"}, status=429,
+                                         headers={"Retry-After": str(int(wait) + 1)})
             if same(header[7:].strip(), self._token):
                 return await handler(request)
+            self.logins.failed(client, now)
+            log.warning("admin.login_failed", client=client, via="bearer")
             return _unauthorized(api, "wrong admin token")
         session = self.sessions.get(request.cookies.get(COOKIE), self._clock.monotonic())
         if session is None:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from bruce.config.rules import unknown_overrides
+from bruce.config.rules import MIN_ADMIN_TOKEN, admin_token_problem, is_loopback, unknown_overrides
 from bruce.config.schema import Config
 from bruce.errors import ConfigError, ContractError
 from bruce.runtime.event_loop import loop_factory
@@ -14,7 +14,8 @@ __all__ = ["check_config"]
 def check_config(config: Config, *, source: str | None = None) -> None:
     """Everything start-up refuses about the tool set, checked from the contracts alone (no
     database is opened): each contract is complete and consistent, no two share a name, and
-    ``tools.overrides`` names only tools that exist. Raises ConfigError naming each problem."""
+    ``tools.overrides`` names only tools that exist; ``admin.token`` is long enough (and set when
+    the page listens beyond loopback). Raises ConfigError naming each problem."""
     from bruce.actions.checks import check_contract
     from bruce.app import tool_set
 
@@ -33,11 +34,13 @@ def check_config(config: Config, *, source: str | None = None) -> None:
         if found:
             problems.append(f"tool {contract.name}: " + "; ".join(found))
     problems += unknown_overrides(config.tools, [c.name for c in contracts])
-    from bruce.admin.auth import is_loopback
-
-    if config.admin.enabled and config.admin.token is None and not is_loopback(config.admin.host):
-        problems.append(f"admin.token: required when admin.host ({config.admin.host}) is beyond this machine; "
-                        "set it (at least 16 random characters) or keep admin.host at 127.0.0.1")
+    admin = config.admin
+    if admin.enabled and admin.token is None and not is_loopback(admin.host):
+        problems.append(f"admin.token: required when admin.host ({admin.host}) is beyond this machine; "
+                        f"set it (at least {MIN_ADMIN_TOKEN} random characters) or keep admin.host at 127.0.0.1")
+    token_problem = admin_token_problem(admin.token.get_secret_value() if admin.token else None)
+    if token_problem:  # set, it guards `bruce mcp serve` too, even with the page disabled
+        problems.append(token_problem)
     try:
         loop_factory(config.runtime.event_loop)  # runtime.event_loop: uvloop where it cannot be loaded
     except ConfigError as exc:

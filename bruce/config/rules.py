@@ -6,6 +6,10 @@
 * URLs (``tools.http_post.allowed_urls``): ``url_problem`` says why a URL is no usable http(s)
   URL (the same parser, httpx, and the same rules for an entry in the config and for every URL
   ``http.post`` is asked to use); ``plain_path`` refuses a path a server could read as another one.
+* The admin page (``admin``): ``admin_token_problem`` is the one token rule (``bruce config check``,
+  ``bruce run`` and the token the daemon generates all meet ``MIN_ADMIN_TOKEN`` characters);
+  ``host_header_allowed`` says whether a request's ``Host`` names this machine (loopback) or an
+  ``admin.allowed_hosts`` entry, the guard against DNS rebinding.
 * Small value rules the models reuse (``blank_to_none``, ``ids_as_text``) and the check of
   ``tools.overrides`` against the tool contracts (``unknown_overrides``).
 """
@@ -25,11 +29,16 @@ if TYPE_CHECKING:
     from bruce.config.schema import ToolsConfig
 
 __all__ = [
+    "MIN_ADMIN_TOKEN",
+    "LOOPBACK_NAMES",
+    "admin_token_problem",
     "allowed_host",
     "allowed_url",
     "blank_to_none",
     "host_entry",
+    "host_header_allowed",
     "host_problem",
+    "is_loopback",
     "ids_as_text",
     "plain_path",
     "unknown_overrides",
@@ -39,6 +48,8 @@ __all__ = [
 _ALLOWED_HOST = re.compile(r"[a-z0-9_.-]+(?::[0-9]{1,5})?|\[[0-9a-f:.]+\](?::[0-9]{1,5})?")
 _HOST_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?")
 _MAX_DECODING_ROUNDS = 4  # percent-encoding nested deeper than this is refused
+MIN_ADMIN_TOKEN = 32  # characters of admin.token; a generated one has 43
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 def blank_to_none(value: Any) -> Any:
@@ -64,6 +75,52 @@ def allowed_host(value: str) -> str:
     if not _ALLOWED_HOST.fullmatch(host):
         raise ValueError(f"{value[:80]!r} is not a host name or host:port")
     return host
+
+
+def admin_token_problem(token: str | None) -> str | None:
+    """Why a configured ``admin.token`` is refused, or None (no token: one is generated)."""
+    if token is not None and len(token) < MIN_ADMIN_TOKEN:
+        return (f"admin.token: at least {MIN_ADMIN_TOKEN} characters (it has {len(token)}); make one with "
+                "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'")
+    return None
+
+
+def _split_host(entry: str) -> tuple[str, str | None]:
+    """``host[:port]`` or ``[v6][:port]``, already matched by ``_ALLOWED_HOST``: the host (IPv6
+    without brackets) and the port, if any."""
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        return host, rest[1:] or None
+    host, _, port = entry.partition(":")
+    return host, port or None
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (any of 127.0.0.0/8, ``::1``)."""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_header_allowed(header: str | None, allowed: Iterable[str] = ()) -> bool:
+    """Whether a request's ``Host`` header names this machine (``localhost``, a loopback address,
+    with or without a port) or an entry of ``allowed`` (``allowed_host`` entries: ``name`` matches
+    any port, ``name:port`` that port only). A page on another name reaching the server through
+    DNS rebinding carries its own name here, so it is refused."""
+    value = (header or "").strip().lower()
+    if not _ALLOWED_HOST.fullmatch(value):
+        return False
+    host, port = _split_host(value)
+    if is_loopback(host):
+        return True
+    for entry in allowed:
+        want_host, want_port = _split_host(entry)
+        if want_host == host and want_port in (None, port):
+            return True
+    return False
 
 
 def host_problem(host: str) -> str | None:

@@ -184,6 +184,9 @@ class AdminConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
     token: SecretStr | None = None
+    # beyond loopback, the host names (``name`` or ``name:port``) the page answers to, e.g. a reverse
+    # proxy's; a request naming any other Host is refused (DNS rebinding)
+    allowed_hosts: list[Annotated[str, AfterValidator(allowed_host)]] = Field(default_factory=list)
 
     _blank = field_validator("token", mode="before")(blank_to_none)
 

@@ -9,8 +9,10 @@ in memory, re-read every ``paired_refresh_s`` and looked up in the database on a
 A stranger costs no model call and no stored message. In a private chat they get one line, sent
 straight to the channel (nothing is stored for them): with ``pairing`` on, a pairing code (the
 same one while it is pending; none while the channel has ``max_pending`` requests waiting),
-else a refusal. A refusal (and a "try later") is said once per sender per ``quiet_s``; that
-memory is this process's only (a restart forgets it). In a group, a stranger hears nothing.
+else a refusal. A pending code is told again at most once per ``code_repeat_s`` (ten minutes:
+a stranger sending 30 messages gets one reply, not 30; a new code, once the old one expired, is
+told at once); a refusal (and a "try later") once per sender per ``quiet_s``. That memory is
+this process's only (a restart forgets it). In a group, a stranger hears nothing.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class AccessSettings:
     code_ttl_s: float = 3600.0  # a pairing code expires after this long (the user is told "1 hour")
     max_pending: int = 3  # pending codes per channel; past it, a new stranger is told to try later
     quiet_s: float = 3600.0  # after a refusal, the same stranger hears nothing for this long
+    code_repeat_s: float = 600.0  # a pending pairing code is told to its stranger at most this often
     paired_refresh_s: float = 30.0  # paired users are re-read from the database this often
 
 
@@ -61,6 +64,7 @@ class Access:
         self._paired: dict[str, frozenset[str]] = {}
         self._paired_at: float | None = None  # monotonic time of the last full read
         self._refused = Quiet(self._settings.quiet_s)  # (channel, sender) refused lately
+        self._told_code = Quiet(self._settings.code_repeat_s)  # (channel, sender, code) told lately
 
     async def admits(self, channel: str, user_id: str) -> bool:
         rule = self._rules.get(channel)
@@ -99,7 +103,8 @@ class Access:
             expires_at=utc_iso(self._clock.now() + timedelta(seconds=s.code_ttl_s)))
         log.info("access.pairing", channel=message.channel, sender=message.sender_id, outcome=str(outcome))
         if code is not None:
-            return pairing_code(code)
+            key = (message.channel, message.sender_id, code)
+            return pairing_code(code) if self._told_code.first_in_a_while(key, self._clock.monotonic()) else None
         if outcome is PairingOutcome.FULL:
             return PAIRING_FULL if self._first_in_a_while(message) else None
         return self._refusal(message)  # denied within the hour

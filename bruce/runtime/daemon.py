@@ -138,7 +138,7 @@ class App:
                                  health=self._health, artifacts_dir=self.config.tools.artifacts.dir, jobs=self.jobs,
                                  budget=self.llm.budget, zone=self.config.assistant.zone,
                                  chat_routes=chat.routes() if chat is not None and hasattr(chat, "routes") else None,
-                                 eval_runs_dir=self.config.eval.runs_dir)
+                                 eval_runs_dir=self.config.eval.runs_dir, allowed_hosts=a.allowed_hosts)
         try:
             return await self.admin.start()
         except OSError as exc:

@@ -96,7 +96,7 @@ def test_a_token_is_generated_once_with_mode_0600(tmp_path: Path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert resolve_token(None, host="127.0.0.1", data_dir=tmp_path / "data") == (token, path)
     assert resolve_token(TOKEN, host="0.0.0.0", data_dir=tmp_path) == (TOKEN, None)
-    with pytest.raises(ConfigError, match="at least 16"):
+    with pytest.raises(ConfigError, match="admin.token: at least 32 characters"):
         resolve_token("short", host="127.0.0.1", data_dir=tmp_path)
 
 

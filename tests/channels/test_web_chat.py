@@ -17,7 +17,7 @@ from channels.web_chat import WebChat
 from tests.fakes.llm_server import Step
 from tests.helpers import rows
 
-TOKEN = "web-chat-admin-token-0123456789"
+TOKEN = "web-chat-admin-token-0123456789abcdef"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 
 

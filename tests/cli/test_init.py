@@ -22,7 +22,7 @@ from tests.fakes.llm_server import closed_base_url
 LLM_KEY = "sk-proj-Zq8live0KEY0value0never0written"
 BOT_TOKEN = "123456789:AAHfakeTelegramTokenValue0123456789"
 ENV = {"OPENAI_API_KEY": LLM_KEY, "ANTHROPIC_API_KEY": LLM_KEY, "TELEGRAM_BOT_TOKEN": BOT_TOKEN,
-       "DISCORD_BOT_TOKEN": "discord-token-value-1234", "BRUCE_ADMIN_TOKEN": "admin-token-value-123456"}
+       "DISCORD_BOT_TOKEN": "discord-token-value-1234", "BRUCE_ADMIN_TOKEN": "admin-token-value-0123456789abcdef"}
 
 
 @pytest.fixture

@@ -72,7 +72,7 @@ def test_codes_are_eight_unambiguous_characters():
     assert len(codes) == 200 and all(len(c) == 8 and set(c) <= set(CODE_ALPHABET) for c in codes)
 
 
-async def test_a_stranger_gets_a_code_and_no_model_call(app_factory, channel, fake_llm):
+async def test_a_stranger_gets_a_code_and_no_model_call(app_factory, channel, fake_llm, clock):
     app = await app_factory(channels=PAIRING_ON)
     await write(app, "555", name="Ana")
     code = code_sent_to(channel, "555")
@@ -85,6 +85,9 @@ async def test_a_stranger_gets_a_code_and_no_model_call(app_factory, channel, fa
         "status": "pending", "created_at": None, "expires_at": None, "decided_at": None}
     assert request["expires_at"].startswith("2026-12-02T13:00:00")  # an hour after T0
 
+    await write(app, "555", "hello?")
+    assert len(channel.texts()) == 1  # told at most once per ten minutes (tests/security/test_pairing_replies.py)
+    clock.advance(minutes=10)
     await write(app, "555", "hello?")
     assert code_sent_to(channel, "555") == code and len(channel.texts()) == 2  # the same code, no new row
     assert len(await rows(app, "SELECT code FROM pairing_requests")) == 1 and fake_llm.requests == []

@@ -7,9 +7,12 @@ import pytest
 from bruce.cli.main import main
 from bruce.config.loader import parse_config
 from bruce.config.rules import (
+    MIN_ADMIN_TOKEN,
+    admin_token_problem,
     allowed_host,
     blank_to_none,
     host_entry,
+    host_header_allowed,
     ids_as_text,
     plain_path,
     unknown_overrides,
@@ -101,3 +104,22 @@ def test_config_check_refuses_what_run_refuses(tmp_path, capsys):
     assert main(["--config", str(path), "config", "check"]) == 2
     err = capsys.readouterr().err
     assert "tools.overrides.web.serch: unknown tool" in err and "web.search" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("header,allowed,verdict", [
+    ("127.0.0.1:8765", (), True), ("localhost", (), True), ("[::1]:1", (), True), ("127.9.9.9", (), True),
+    ("LocalHost:80", (), True), ("bruce.example.org", ("bruce.example.org",), True),
+    ("bruce.example.org:443", ("bruce.example.org",), True), ("proxy:8443", ("proxy:8443",), True),
+    ("proxy:9", ("proxy:8443",), False), ("proxy", ("proxy:8443",), False), ("evil.example", (), False),
+    ("localhost.evil.example", (), False), ("127.0.0.1.nip.io", (), False), ("0.0.0.0:8765", (), False),
+    ("", (), False), (None, (), False), ("127.0.0.1@evil.example", (), False), ("[::1", (), False),
+    ("evil.example/127.0.0.1", (), False), ("::1", (), False),
+])
+def test_the_host_header_names_this_machine_or_an_allowed_host(header, allowed, verdict):
+    assert host_header_allowed(header, allowed) is verdict
+
+
+def test_an_admin_token_has_at_least_32_characters():
+    assert admin_token_problem(None) is None and admin_token_problem("x" * MIN_ADMIN_TOKEN) is None
+    assert MIN_ADMIN_TOKEN == 32
+    assert (admin_token_problem("x" * 31) or "").startswith("admin.token: at least 32 characters (it has 31)")

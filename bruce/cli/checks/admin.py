@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from bruce.cli.checks.findings import Finding, Mark, fill, named, variable
+from bruce.config.rules import MIN_ADMIN_TOKEN
 from bruce.config.schema import AdminConfig, Config
 
 __all__ = ["MIN_ADMIN_TOKEN", "check_admin"]
-
-MIN_ADMIN_TOKEN = 16
 
 
 def _port_problem(host: str, port: int) -> str | None:
