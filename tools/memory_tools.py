@@ -3,7 +3,8 @@
 ``memory.remember`` stores directly, except in a turn where untrusted text (a web page, search
 results, an MCP result) has entered: then it is a confirmation request showing the fact, so a
 prompt injection cannot plant a memory without the owner's yes. ``memory.forget`` by id forgets
-one fact; by query it asks first, with the matching facts as its preview.
+one fact (asking first, with the fact as its preview, once untrusted text entered the turn); by
+query it always asks first, with the matching facts as its preview.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ MEMORY_FORGET = ToolContract(
     autonomous=True,
     confirmation=False,
     confirm_if=("query",),
+    confirm_after_untrusted=True,  # by id too, once a page or a search result entered the turn
     dry_run=DryRun.REQUIRED,
     side_effects="deletes facts from long-term memory for good (and the summaries that covered them)",
     audit_event="memory.forget",
