@@ -173,6 +173,7 @@ class ToolContext:
     dry_run: bool = False
     idempotency_key: str | None = None
     now: datetime | None = field(default=None)
+    untrusted: bool = False  # untrusted text is in the turn that makes this call (``TurnScope.tainted``)
 
 
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]

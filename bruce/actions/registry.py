@@ -248,12 +248,7 @@ class ToolRegistry:
         after a web page was read, so a page cannot plant a memory)."""
         if any(name in arguments for name in contract.confirm_if):
             return True
-        if contract.confirm_after_untrusted:
-            for result in scope.results:
-                earlier = self.get(result.name)
-                if earlier is not None and earlier.contract.untrusted_output:
-                    return True
-        return False
+        return contract.confirm_after_untrusted and scope.tainted
 
     async def _cached(self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope,
                       started: float) -> ToolResult:
@@ -348,7 +343,7 @@ class ToolRegistry:
         timeout_s = tool.contract.timeout_s or self._default_timeout_s
         context = ToolContext(
             clock=self._clock, zone=self._zone, conversation_id=scope.conversation_id, turn_id=scope.turn_id or None,
-            dry_run=dry_run, idempotency_key=key, now=self._clock.now(),
+            dry_run=dry_run, idempotency_key=key, now=self._clock.now(), untrusted=scope.tainted,
         )
         try:
             async with asyncio.timeout(timeout_s):
@@ -395,6 +390,8 @@ class ToolRegistry:
             server=tool.contract.server if tool else None,
         )
         scope.results.append(replace(result, name=record.tool_name))  # known to the turn even if the write fails
+        if tool is not None and tool.contract.untrusted_output and result.output is not None:
+            scope.tainted = True  # from here on, the turn carries text Bruce does not control
         await asyncio.shield(self._store.audit.record_tool_execution(record))
         log.info("tool.executed", tool=record.tool_name, status=record.status, ms=round(latency_ms, 1))
         return result

@@ -32,6 +32,9 @@ class TurnScope:
     tool_filter: ToolFilter | None = None
     scheduled: ScheduledRun | None = None  # a proactive job's run
     progress: Progress = NO_PROGRESS
+    # untrusted text is in the turn: a tool with ``untrusted_output`` ran (the registry sets it), or the
+    # turn started so (a run of an untrusted job, an MCP client's call). Never set back to False.
+    tainted: bool = False
     _llm_seq: int = 0
     confirmations: list[ConfirmationRequest] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)  # every tool call of the turn, by contract name
