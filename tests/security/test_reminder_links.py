@@ -97,3 +97,21 @@ async def test_rescheduling_a_stored_reminder_with_a_made_up_link_is_refused(app
     assert f"job {job_id}: in its content, the link {FAKE!r} points at no saved artifact" in answer["error"]
     (job,) = await rows(app, "SELECT description FROM proactive_jobs")
     assert job["description"].startswith("once")  # the schedule it had
+
+
+async def test_a_crash_after_sending_a_cleaned_reminder_does_not_send_it_again(app_factory, channel, clock) -> None:
+    first = await app_factory()
+    job_id = await stored_reminder(first, f"The secret one: {FAKE}")
+    job = await first.store.jobs.get(job_id)
+    await first.scheduler.stop()
+    clock.advance(seconds=60)
+    # what kill -9 leaves right after the send: the run claimed, the cleaned text stored and sent, the run unmarked
+    cleaned = f"The secret one: [link removed]\n\n{REMINDER_LINK_REMOVED}"
+    await first.store.jobs.claim_run(job_id, job.next_run_at, lateness_ms=0)
+    await first.worker.post(CID, cleaned)
+    await first.stop()
+    second = await app_factory()
+    await second.scheduler.wait_idle()
+    assert channel.texts() == [cleaned]
+    (run,) = await second.store.jobs.runs(job_id)
+    assert (run.status, run.delivered_text) == (JobRunStatus.DELIVERED, cleaned)
