@@ -156,7 +156,7 @@ async def tool_server(config: Config, *, transport: str, redactor: Redactor | No
     store = await Store.open(config.storage.path, clock, busy_timeout_ms=config.storage.busy_timeout_ms)
     try:
         confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
-        jobs = JobBook(store=store, clock=clock, zone=config.assistant.zone,
+        jobs = JobBook(store=store, clock=clock, zone=config.assistant.zone, admin_base_url=config.admin.base_url,
                        dedup_window_s=config.scheduler.dedup_window_s)
         if on_job_changed is not None:
             jobs.subscribe(on_job_changed)
@@ -266,7 +266,7 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
                     daily_tokens=config.llm.budget.daily_tokens)
     llm = LLMService(config.llm, store=store, clock=clock, environ=environ, budget=budget if budget.enabled else None)
     confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
-    jobs = JobBook(store=store, clock=clock, zone=config.assistant.zone,
+    jobs = JobBook(store=store, clock=clock, zone=config.assistant.zone, admin_base_url=config.admin.base_url,
                    dedup_window_s=config.scheduler.dedup_window_s)
     memory = _memory(config, store, llm, clock)
     registry = await _registry(config, store, clock, redactor, confirmations, jobs, memory)

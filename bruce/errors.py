@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from bruce.llm.budget import Spend
     from bruce.values import LLMCallStatus
 
 __all__ = [
@@ -100,7 +101,12 @@ class LLMCallFailed(LLMError):
 
 
 class OverBudget(LLMError):
-    """The day's LLM budget (``llm.budget``) does not allow this call; nothing was sent."""
+    """The day's LLM budget (``llm.budget``) does not allow this call; nothing was sent.
+    ``spend``: the day's spend that stopped it (its limits and reset time), when known."""
+
+    def __init__(self, message: str, *, spend: Spend | None = None) -> None:
+        self.spend = spend
+        super().__init__(message)
 
 
 class LLMUnavailable(LLMError):

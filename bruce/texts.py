@@ -25,6 +25,7 @@ __all__ = [
     "NOT_FINISHED",
     "EMPTY_ANSWER",
     "UNGROUNDED_LINK",
+    "REMINDER_LINK_REMOVED",
     "actions_note",
     "with_actions",
     "message_too_long",
@@ -51,6 +52,7 @@ INTERNAL_ERROR = "Something went wrong on my side while answering. Please try ag
 NOT_FINISHED = "I could not finish this within the steps I'm allowed."
 EMPTY_ANSWER = "The language model returned an empty answer, so I have nothing to tell you. Please ask again."
 UNGROUNDED_LINK = "(I removed a link I could not actually produce: no tool created it in this turn.)"
+REMINDER_LINK_REMOVED = "(I removed a link from this reminder: it pointed at a saved document that does not exist.)"
 STRANGER_REFUSED = "Sorry, I only talk to my owner."
 PAIRING_FULL = "I can't take new pairing requests right now. Please try again later."
 

@@ -46,7 +46,8 @@ async def jobs_command(config: Config, args: argparse.Namespace, config_path: Pa
     if store is None:
         return 1
     try:
-        book = JobBook(store=store, clock=SystemClock(), zone=config.assistant.zone)
+        book = JobBook(store=store, clock=SystemClock(), zone=config.assistant.zone,
+                       admin_base_url=config.admin.base_url)
         if args.jobs_command == "list":
             return await _list(store, all_jobs=args.all, as_json=args.json)
         if not await _exists(store, args.id, changing=args.jobs_command != "show"):

@@ -4,7 +4,9 @@ exist for it). The ``proactive.*`` tools, ``/jobs`` and ``bruce jobs`` all come 
 the scheduler (``bruce.jobs.scheduler``) is told of each change and fires what is due.
 
 Arguments are checked here, with errors the model can act on (``JobError``, ``ScheduleError``):
-the schedule by ``bruce.jobs.schedule``, the rest (mode, content, notify) below."""
+the schedule by ``bruce.jobs.schedule``, the links of a message's content by ``bruce.jobs.links``
+(on create and reschedule; again when it is sent, ``text_to_send``), the rest (mode, content,
+notify) below."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
 from bruce.clock import Clock, parse_iso, utc_iso
+from bruce.jobs.links import MessageLinks
 from bruce.jobs.schedule import SCHEDULE_FIELDS, Schedule, ScheduleError, local_text, parse_schedule, stored_schedule
 from bruce.records import JobRecord
 from bruce.store import Store
@@ -64,8 +67,11 @@ class JobView:
 
 
 class JobBook:
-    def __init__(self, *, store: Store, clock: Clock, zone: ZoneInfo, dedup_window_s: float = 600.0) -> None:
+    def __init__(self, *, store: Store, clock: Clock, zone: ZoneInfo, admin_base_url: str,
+                 dedup_window_s: float = 600.0) -> None:
+        """``admin_base_url``: the admin page's address, where links to our artifacts point."""
         self._jobs = store.jobs
+        self._links = MessageLinks(artifacts=store.artifacts, admin_base_url=admin_base_url)
         self._messages = store.messages
         self._clock = clock
         self._zone = zone
@@ -92,6 +98,8 @@ class JobBook:
         """A new job for this conversation, or the same one made in the last ten minutes."""
         mode = _choice(args.get("execution_mode"), "execution_mode", ExecutionMode)
         content = _content(args.get("content"))
+        if mode is ExecutionMode.MESSAGE:
+            await self._refuse_made_up_links(content)
         notify = (_choice(args.get("notify", Notify.ALWAYS) or Notify.ALWAYS, "notify", Notify)
                   if mode is ExecutionMode.AGENT else Notify.ALWAYS)
         now = self._clock.now()
@@ -150,6 +158,8 @@ class JobBook:
     async def reschedule(self, conversation_id: ConversationId | None, job_id: Any, args: dict[str, Any]) -> JobView:
         job = await self.get(conversation_id, job_id)
         self._live(job, "rescheduled")
+        if job.execution_mode is ExecutionMode.MESSAGE:
+            await self._refuse_made_up_links(job.content, job_id=job.id)
         if not any(args.get(name) is not None for name in SCHEDULE_FIELDS):
             raise JobError("reschedule: give exactly one of at, in_seconds, cron and every_seconds")
         now = self._clock.now()
@@ -173,6 +183,24 @@ class JobBook:
         job = await self.get(None, job_id)
         self._live(job, "run now")
         return await self._change(job, status=JobStatus.ACTIVE, next_run_at=utc_iso(self._clock.now()))
+
+    async def text_to_send(self, job: JobRecord) -> str:
+        """A message-mode job's text as it goes out: links to artifacts that do not exist taken out."""
+        return await self._links.text_to_send(job.content)
+
+    async def _refuse_made_up_links(self, content: str, *, job_id: str | None = None) -> None:
+        made_up = await self._links.made_up(content)
+        if not made_up:
+            return
+        links = ", ".join(repr(link if len(link) <= 80 else link[:77] + "...") for link in made_up)
+        one = len(made_up) == 1
+        why = (f"the link{'' if one else 's'} {links} {'points' if one else 'point'} at no saved artifact "
+               "(no artifact_save returned it)")
+        if job_id is None:
+            raise JobError(f"content: {why}; a reminder is sent as written, so write it without that link, or save "
+                           "the document with artifact_save first and use the url it returns")
+        raise JobError(f"job {job_id}: in its content, {why}; a reminder is sent as written, so cancel this job "
+                       "and create a new one without that link")
 
     def schedule_of(self, job: JobRecord) -> Schedule:
         return stored_schedule(job.schedule_kind, job.schedule_value, job.timezone, job.anchor_at)

@@ -8,7 +8,8 @@ process or ``bruce jobs`` changed). A firing:
 1. checks the job is still active and still due at that instant (a stale timer does nothing);
 2. claims the run: inserts its ``job_runs`` row, unique on ``(job_id, scheduled_for)``; a second
    claim (another process, a retry, a restart) gets nothing to do;
-3. delivers through the worker's doors: ``post`` (message mode: the text as it is, no model) or
+3. delivers through the worker's doors: ``post`` (message mode: the text as written, no model;
+   a link to an artifact that does not exist is taken out, ``bruce.jobs.links``) or
    ``run_proactive`` (agent mode: ``content`` is the run's instruction; no ``proactive.*`` tool,
    no tool that needs approval, nothing sent when the answer is the quiet token);
 4. records the outcome (status, delivered text or error, lateness) and moves the job on: a
@@ -309,8 +310,9 @@ class Scheduler:
         """Send the run's message or run its turn; record it. (status, error or None)."""
         conversation = ConversationId.parse(job.conversation_id)  # the job's stored row
         if job.execution_mode is ExecutionMode.MESSAGE:
-            message_id = await self._doors.post(conversation, job.content)
-            return await self._record_sent(run_id, message_id, None, job.content)
+            text = await self._book.text_to_send(job)  # a link to no saved artifact is taken out
+            message_id = await self._doors.post(conversation, text)
+            return await self._record_sent(run_id, message_id, None, text)
         over = await self._budget.reached() if self._budget is not None else None
         if over is not None:  # a reminder needs no model and still fires; a briefing waits for the budget
             log.warning("scheduler.over_budget", tokens=over.tokens, usd=round(over.usd, 4))
@@ -384,12 +386,12 @@ class Scheduler:
 
     async def _settle(self, job: JobRecord, run: JobRunRecord) -> None:
         if job.execution_mode is ExecutionMode.MESSAGE:
-            message_id = await self._jobs.outbound_since(job.conversation_id, job.content, run.started_at)
+            message_id, text = await self._stored_message(job, run)
             if message_id is None:  # nothing was stored: it was never sent; it fires again
                 await self._jobs.release_run(run.id)
                 log.info("scheduler.run_released")
                 return
-            status, error = await self._record_sent(run.id, message_id, None, job.content)
+            status, error = await self._record_sent(run.id, message_id, None, text)
             log.info("scheduler.run_settled", status=str(status))
         else:
             turn = await self._jobs.turn_for_job(job.id, run.started_at)
@@ -414,3 +416,13 @@ class Scheduler:
             log.info("scheduler.run_settled", status=str(status))
         if job.next_run_at == run.scheduled_for:
             await self._advance(job, run.scheduled_for, status, error)
+
+    async def _stored_message(self, job: JobRecord, run: JobRunRecord) -> tuple[int | None, str]:
+        """The message a stopped run of a reminder stored, if any, and its text: the content as
+        it is sent now, or as written (a link was kept then whose artifact is gone since)."""
+        text = await self._book.text_to_send(job)
+        for candidate in dict.fromkeys((text, job.content)):
+            message_id = await self._jobs.outbound_since(job.conversation_id, candidate, run.started_at)
+            if message_id is not None:
+                return message_id, candidate
+        return None, text

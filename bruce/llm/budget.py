@@ -8,10 +8,12 @@ allowed for the day (``bruce budget allow``). Where the spend is measured agains
 
 * 80 %: one notice a day, in the conversation whose turn crossed it;
 * 90 %: background calls (summaries) stop (``LLMService`` refuses them);
-* 100 %: a new chat turn gets a notice with the reset time and makes no model call; an
-  agent-mode job is skipped (its run recorded ``over_budget``); message-mode reminders, which
-  need no model, still fire; an approved action still runs and its code-written report is
-  sent, without the model's comment on it (``LLMService`` refuses that call).
+* 100 %: no model call is made, whatever asks for it (``LLMService`` checks before every
+  call). A new chat turn gets a notice with the reset time; a turn that reaches it between two
+  calls ends with that notice, naming what its tools already did; an agent-mode job is skipped
+  (its run recorded ``over_budget``); message-mode reminders, which need no model, still fire;
+  an approved action still runs and its code-written report is sent, without the model's
+  comment on it.
 """
 
 from __future__ import annotations
@@ -90,9 +92,11 @@ class Budget:
         return spend if spend.fraction >= fraction else None
 
     async def warning_due(self, conversation_id: str) -> Spend | None:
-        """At 80 % or more, and not told yet today: the spend (the caller sends the notice)."""
+        """At 80 % or more but under 100 %, and not told yet today: the spend (the caller sends the
+        notice). At 100 % the user hears that the budget is used up instead."""
         spend = await self.reached(WARN_AT)
-        if spend is None or not await self._usage.claim_notice(spend.day, "warning", conversation_id):
+        if spend is None or spend.fraction >= 1.0 or \
+                not await self._usage.claim_notice(spend.day, "warning", conversation_id):
             return None
         return spend
 

@@ -113,7 +113,7 @@ class LLMService:
         environ: Mapping[str, str] | None = None,
         budget: Budget | None = None,
     ) -> None:
-        """``budget``: the daily budget calls are checked against (``_check_budget``); None: no limit."""
+        """``budget``: the daily budget every call is checked against (``_check_budget``); None: no limit."""
         self._config = config
         self._store = store
         self._clock = clock
@@ -167,20 +167,21 @@ class LLMService:
             self._spend(scope.turn_id, self._clock.monotonic() - started)
 
     async def _check_budget(self, source: TurnSource) -> None:
-        """Before every call: background calls stop at 90 % of the day's budget, the rest at 100 %.
-        A chat or proactive turn is checked once, when it starts (``TurnRunner``), so a turn that
-        began under the budget finishes; any other call (the comment on an approved action) is
-        checked here, so a spent budget is never spent further."""
-        if self.budget is None or source in (TurnSource.CHAT, TurnSource.PROACTIVE):
+        """Before every call, whatever asks for it: background calls (summaries, memory) stop at
+        90 % of the day's budget, the rest at 100 % (a turn's second and later calls, the
+        claim correction, the comment on an approved action), so a spent budget is never spent
+        further. ``OverBudget`` carries the spend, for the turn's code-written notice."""
+        if self.budget is None:
             return
         background = source in (TurnSource.SUMMARY, TurnSource.MEMORY)
-        if await self.budget.reached(BACKGROUND_STOP_AT if background else 1.0) is None:
+        spend = await self.budget.reached(BACKGROUND_STOP_AT if background else 1.0)
+        if spend is None:
             return
         if background:
             log.info("llm.background_over_budget")
-            raise OverBudget("the day's LLM budget is 90% spent: background calls wait for tomorrow")
+            raise OverBudget("the day's LLM budget is 90% spent: background calls wait for tomorrow", spend=spend)
         log.info("llm.over_budget", source=str(source))
-        raise OverBudget("the day's LLM budget is spent: no model call until tomorrow")
+        raise OverBudget("the day's LLM budget is spent: no model call until tomorrow", spend=spend)
 
     async def _first_answer(
         self,

@@ -15,6 +15,9 @@ slashes (U+2215 and friends) and backslashes count as ``/``, repeated slashes as
 segments are resolved again. A link is ours when it is a bare path, or its host is the admin
 page's, a ``localhost`` name, or any loopback or unspecified address (on any port: the admin
 page may be reached through more than one). Produced links are compared in the same form.
+
+``check_links`` grounds a reply against the turn's tool results; ``keep_links`` against any set
+of artifact paths (a reminder's, against the store: ``bruce.jobs.links``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from ada_url import parse_url
 from bruce.contracts import ToolResult
 from bruce.texts import UNGROUNDED_LINK
 
-__all__ = ["GroundingReport", "check_links", "produced_urls"]
+__all__ = ["GroundingReport", "artifact_paths", "check_links", "keep_links", "produced_urls"]
 
 log = structlog.get_logger(__name__)
 
@@ -182,26 +185,55 @@ def check_links(
     produced = produced_urls(results)
     if existing is not None:
         produced &= existing
-    admin = _parse(admin_base)
-    admin_host = _canonical_host(admin.host) if admin and admin.host else ""
+    return keep_links(text, produced, admin_base=admin_base)
+
+
+def artifact_paths(text: str, *, admin_base: str) -> set[str]:
+    """The ``/artifacts/...`` paths that the links to our admin page in ``text`` point at."""
+    admin_host = _admin_host(admin_base)
+    found: set[str] = set()
+    for match in _CANDIDATE.finditer(text):
+        link = _our_artifact(match.group(0), admin_host)
+        if link is not None:
+            found.add(link[3])
+    return found
+
+
+def keep_links(text: str, grounded: set[str], *, admin_base: str, note: str = UNGROUNDED_LINK) -> GroundingReport:
+    """``text`` with every link to one of our artifacts whose path is not in ``grounded``
+    replaced by ``[link removed]``, and ``note`` added when any was."""
+    admin_host = _admin_host(admin_base)
     removed: list[str] = []
 
     def replace(match: re.Match[str]) -> str:
         raw = match.group(0)
-        if _PREFIX.strip("/") not in _unquote_all(raw).lower():
-            return raw  # cheap: most words of an answer are not links to artifacts
-        head, link, tail = _split(raw)
-        parsed = _parse(link)
-        if parsed is None or not _is_ours(parsed, admin_host):
+        link = _our_artifact(raw, admin_host)
+        if link is None or link[3] in grounded:
             return raw
-        path = _artifact_path(parsed)
-        if path is None or path in produced:
-            return raw
-        removed.append(link)
+        head, written, tail, _ = link
+        removed.append(written)
         return f"{head}[link removed]{tail}"
 
     checked = _CANDIDATE.sub(replace, text)
     if removed:
         log.warning("grounding.link_removed", urls=removed)
-        checked = f"{checked}\n\n{UNGROUNDED_LINK}"
+        checked = f"{checked}\n\n{note}"
     return GroundingReport(checked, tuple(removed))
+
+
+def _admin_host(admin_base: str) -> str:
+    admin = _parse(admin_base)
+    return _canonical_host(admin.host) if admin and admin.host else ""
+
+
+def _our_artifact(raw: str, admin_host: str) -> tuple[str, str, str, str] | None:
+    """For a candidate that links to one of our artifacts: (text before the link, the link as
+    written, text after it, the artifact path it points at); else None."""
+    if _PREFIX.strip("/") not in _unquote_all(raw).lower():
+        return None  # cheap: most words of an answer are not links to artifacts
+    head, link, tail = _split(raw)
+    parsed = _parse(link)
+    if parsed is None or not _is_ours(parsed, admin_host):
+        return None
+    path = _artifact_path(parsed)
+    return None if path is None else (head, link, tail, path)

@@ -2,7 +2,8 @@
 
 A turn builds the prompt and the history, runs the agent loop, checks grounding, stores the
 reply (closing the message it answers, in one transaction) and hands it to delivery; on failure
-it sends a notice that names every action that completed. It serves a chat message
+(the model down, the day's budget spent between two calls) it sends a notice that names every
+action that completed. It serves a chat message
 (``answer``) and a turn with no inbound message (``run_proactive``). The ordering of a
 conversation is its caller's: ``answer`` runs under the lock the caller holds, ``run_proactive``
 takes the lock it is given.
@@ -19,7 +20,7 @@ import structlog
 
 from bruce.clock import Clock, parse_iso
 from bruce.contracts import ToolContract
-from bruce.errors import LLMError, LLMNotConfigured, StoreError
+from bruce.errors import LLMError, LLMNotConfigured, OverBudget, StoreError
 from bruce.llm.budget import Budget
 from bruce.memory.long_term import Memory
 from bruce.records import StoredMessage, TurnView
@@ -180,12 +181,18 @@ class TurnRunner:
             raise
         except LLMNotConfigured as exc:
             return await self._fail(scope, inbound, exc.hint, error="llm not configured")
+        except OverBudget as exc:  # spent between two calls of the turn: none more, what was done is told
+            return await self._fail(scope, inbound, await self._budget_notice(exc), error="over budget")
         except LLMError as exc:
             return await self._fail(scope, inbound, LLM_DOWN, error=str(exc))
         except Exception as exc:
             log.exception("turn.crashed")
             return await self._fail(scope, inbound, INTERNAL_ERROR, error=type(exc).__name__)
         return await self._finish(scope, inbound, result, unbacked)
+
+    async def _budget_notice(self, exc: OverBudget) -> str:
+        spend = exc.spend if exc.spend is not None else await self._budget.spend() if self._budget else None
+        return budget_reached(spend, self._settings.zone) if spend is not None else LLM_DOWN
 
     async def _check_claims(
         self, scope: TurnScope, result: TurnResult, context: list[dict[str, Any]],

@@ -11,13 +11,14 @@ from bruce.values import ConversationId
 from tests.fakes.clock import FakeClock
 
 CID = "test:c1"
+ADMIN = "http://127.0.0.1:8765"  # the admin page, where links to artifacts point
 REMINDER = {"execution_mode": "message", "content": "Call Ana", "in_seconds": 120}
 
 
 async def open_book(tmp_path) -> tuple[Store, JobBook]:
     clock = FakeClock()
     store = await Store.open(tmp_path / "bruce.db", clock)
-    return store, JobBook(store=store, clock=clock, zone=ZoneInfo("UTC"))
+    return store, JobBook(store=store, clock=clock, zone=ZoneInfo("UTC"), admin_base_url=ADMIN)
 
 
 async def test_a_listener_hears_each_stored_change_with_the_job_id(tmp_path):

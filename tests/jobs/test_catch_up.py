@@ -14,6 +14,7 @@ from tests.fakes.clock import FakeClock
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 CID = ConversationId("test", "c1")
+ADMIN = "http://127.0.0.1:8765"  # the admin page, where links to artifacts point
 
 
 class Notices:
@@ -41,7 +42,7 @@ async def test_a_one_off_beyond_the_grace_is_missed_and_told_once(tmp_path):
     clock = FakeClock(T0)
     store = await Store.open(tmp_path / "b.db", clock)
     try:
-        book = JobBook(store=store, clock=clock, zone=ZoneInfo("UTC"))
+        book = JobBook(store=store, clock=clock, zone=ZoneInfo("UTC"), admin_base_url=ADMIN)
         job = (await book.create(CID, {"execution_mode": "message", "content": "Call Ana", "in_seconds": 60})).job
         clock.advance(hours=2)
         notices = Notices()
@@ -61,7 +62,7 @@ async def test_a_one_off_within_the_grace_is_left_due_for_the_scheduler_to_fire(
     clock = FakeClock(T0)
     store = await Store.open(tmp_path / "b.db", clock)
     try:
-        book = JobBook(store=store, clock=clock, zone=ZoneInfo("UTC"))
+        book = JobBook(store=store, clock=clock, zone=ZoneInfo("UTC"), admin_base_url=ADMIN)
         job = (await book.create(CID, {"execution_mode": "message", "content": "Call Ana", "in_seconds": 60})).job
         clock.advance(minutes=5)
         notices = Notices()

@@ -21,6 +21,7 @@ from tests.fakes.llm_server import closed_base_url
 from tests.helpers import db_rows
 
 JOBS = 100
+ADMIN = "http://127.0.0.1:8765"  # the admin page, where links to artifacts point
 
 
 async def start_daemon(config: Path) -> tuple[asyncio.subprocess.Process, asyncio.Task[None]]:
@@ -61,7 +62,7 @@ async def test_kill_9_while_reminders_fire_neither_loses_nor_doubles_one(tmp_pat
     db = tmp_path / "bruce.db"
     store = await Store.open(db, SystemClock())
     try:
-        book = JobBook(store=store, clock=SystemClock(), zone=ZoneInfo("UTC"))
+        book = JobBook(store=store, clock=SystemClock(), zone=ZoneInfo("UTC"), admin_base_url=ADMIN)
         for i in range(JOBS):
             await book.create(ConversationId("console", CHAT_ID), {"execution_mode": "message", "content": f"reminder {i}",
                                                      "in_seconds": 1})
