@@ -79,6 +79,9 @@ class ToolContract:
     confirm_if: tuple[str, ...] = ()  # arguments whose presence makes a call need the user's yes
     confirm_after_untrusted: bool = False  # needs the user's yes once untrusted text entered the turn
     untrusted_output: bool = False  # its output is text Bruce does not control (a web page, an MCP result)
+    # arguments whose value is a URL the call sends off the machine: once untrusted text entered the turn,
+    # a value the model composed (found neither in the owner's text nor in an earlier result) needs a yes
+    url_args: tuple[str, ...] = ()
     wire: str = ""  # the name the model sees, when it is not simply the name with '_' (MCP tools)
     activity: str = ""  # what the user is shown while it runs ("Searching the web"); empty: ``default_activity``
 
@@ -107,10 +110,12 @@ class ToolContract:
 def contract_from_dict(data: dict[str, Any]) -> ToolContract:
     """Build a contract from plain data (an MCP server's, a plugin's), naming every missing,
     unknown or ill-typed field at once. Every field must be stated; only ``timeout_s``,
-    ``guideline``, ``cache_ttl_s``, ``server``, ``wire``, ``activity`` (and ``idempotency_window_s`` for a tool that is not idempotent) may be left out."""
+    ``guideline``, ``cache_ttl_s``, ``server``, ``wire``, ``activity``, ``confirm_if``,
+    ``confirm_after_untrusted``, ``untrusted_output``, ``url_args`` (and ``idempotency_window_s`` for
+    a tool that is not idempotent) may be left out."""
     known = {f.name: f for f in fields(ToolContract)}
     optional = {"timeout_s", "guideline", "cache_ttl_s", "server", "wire", "confirm_if", "confirm_after_untrusted",
-                "untrusted_output", "activity"} | ({"idempotency_window_s"} if data.get("idempotent") is False else set())
+                "untrusted_output", "url_args", "activity"} | ({"idempotency_window_s"} if data.get("idempotent") is False else set())
     problems = [f"missing field {name!r}" for name in known if name not in data and name not in optional]
     problems += [f"unknown field {name!r}" for name in data if name not in known]
     values = dict(data)
@@ -121,7 +126,7 @@ def contract_from_dict(data: dict[str, Any]) -> ToolContract:
             values["dry_run"] = DryRun(values["dry_run"])
     except ValueError as exc:
         problems.append(str(exc))
-    for name in ("permissions", "failure_modes", "confirm_if"):
+    for name in ("permissions", "failure_modes", "confirm_if", "url_args"):
         if isinstance(values.get(name), list):
             values[name] = tuple(values[name])
     for name in ("input_schema", "output_schema"):
@@ -149,6 +154,8 @@ class ToolResult:
     status: ToolStatus
     output: Any = None
     error: str | None = None
+    # the arguments of the call, on the turn's record (``TurnScope.results``): what the registry ran it with
+    arguments: Any = field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:

@@ -69,6 +69,8 @@ def test_plain_data_becomes_a_typed_contract_with_defaults_for_the_optional_fiel
     assert contract.permissions == ("network",) and contract.failure_modes == ("timeout", "http_error")
     assert (contract.timeout_s, contract.cache_ttl_s, contract.server, contract.confirm_if) == (None, 0.0, None, ())
     assert contract.idempotency_window_s == 0.0
+    assert contract.url_args == ()
+    assert contract_from_dict(plain(url_args=["query"])).url_args == ("query",)  # a list from JSON, kept as a tuple
 
 
 def test_an_idempotent_tool_must_state_its_window() -> None:

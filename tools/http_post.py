@@ -20,6 +20,9 @@ checks each entry with the same rule this tool applies to every URL it is asked 
 
 The dry-run preview shows the URL with its secrets masked (``?token=***``, see
 ``bruce.log.redact_urls``), as do error messages; the stored action keeps the URL that will run.
+In a turn that read untrusted text, the request the owner sees starts with a note when the URL
+was composed by the model rather than copied from the owner's message or a tool's result
+(``url_args``; the rule is ``bruce.actions.provenance``).
 
 Redirects are not followed: a 3xx answer is returned as it is. Failure codes: ``invalid_args``,
 ``url_not_allowed``, ``too_large`` (body over 100 kB), ``http_error`` (status >= 400),
@@ -140,6 +143,7 @@ HTTP_POST = ToolContract(
         "required": ["status", "body", "truncated"],
     },
     permissions=("network:post-allowlisted",),
+    url_args=("url",),  # always confirmed; after untrusted text, the request says when the model composed it
     side_effects=(
         "sends one JSON POST to an allow-listed URL; the receiver may act on it (trigger an automation, "
         "send a message); repeating the call sends it again"

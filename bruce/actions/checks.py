@@ -2,7 +2,8 @@
 
 ``check_contract`` is the one entry (used by ``ToolRegistry.register`` and by ``bruce doctor``):
 the contract's shape (its name, the fields that must say something, valid JSON Schemas, an
-object input without ``dry_run``, the idempotency window, the cache time), then what its risk
+object input without ``dry_run``, the idempotency window, the cache time, ``url_args`` naming
+input properties), then what its risk
 demands (side effects described, confirmation, step-up, never autonomous when high or above;
 a cache only for a low-risk read).
 """
@@ -58,7 +59,16 @@ def _shape_problems(contract: ToolContract) -> list[str]:
         problems.append("an idempotent tool needs a positive idempotency_window_s")
     if contract.cache_ttl_s < 0:
         problems.append("cache_ttl_s must not be negative")
+    problems += _url_arg_problems(contract)
     return problems
+
+
+def _url_arg_problems(contract: ToolContract) -> list[str]:
+    """``url_args`` names top-level input properties (a misspelt one would silently check nothing)."""
+    properties = contract.input_schema.get("properties")
+    known = set(properties) if isinstance(properties, dict) else set()
+    return [f"url_args names {name!r}, which is not a property of input_schema"
+            for name in contract.url_args if name not in known]
 
 
 def _risk_problems(contract: ToolContract) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
@@ -22,9 +22,15 @@ from bruce.records import ConfirmationRecord
 from bruce.store import Store
 from bruce.values import ConfirmationState, ConversationId, DecidedVia, DecisionOutcome
 
-__all__ = ["Confirmations", "Decision", "PendingAction"]
+__all__ = ["COMPOSED_NOTICE", "Confirmations", "Decision", "PendingAction"]
 
 _S = ConfirmationState
+
+COMPOSED_NOTICE = (
+    "Note: the model composed this URL itself: it is not in your message or in anything a tool returned "
+    "in this turn, which also read text from outside (a page, a search result, an MCP result). A composed "
+    "URL can carry data out in its path or query. Approve only if you expect it: {url}"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +73,11 @@ class Confirmations:
 
     async def request(
         self, contract: ToolContract, arguments: dict[str, Any], *, conversation_id: str, user_id: str | None,
-        turn_id: str | None, call_id: str | None, preview: Any, step_up: bool,
+        turn_id: str | None, call_id: str | None, preview: Any, step_up: bool, composed: Sequence[str] = (),
     ) -> ConfirmationRequest:
+        """Store a pending request and return what the channel shows. ``composed``: URL arguments
+        the model composed in a turn with untrusted text; the shown preview names them (the stored
+        preview, which an approval compares with a fresh one, does not)."""
         confirmation_id = secrets.token_hex(4)
         expires_at = self._clock.now() + self._ttl
         await self._store.confirmations.add(
@@ -82,7 +91,7 @@ class Confirmations:
             risk=str(contract.risk),
             summary=_summary(contract, self._redactor.value(arguments)),
             side_effects=contract.side_effects,
-            preview=None if preview is None else _render_preview(preview),
+            preview=_with_notice(None if preview is None else _render_preview(preview), composed, self._redactor),
             expires_at=expires_at,
             step_up=step_up,
         )
@@ -183,6 +192,14 @@ class Confirmations:
 
 def _on(row: ConfirmationRecord, channels: Collection[str]) -> bool:
     return ConversationId.parse(row.conversation_id).channel in channels
+
+
+def _with_notice(preview: str | None, composed: Sequence[str], redactor: Redactor) -> str | None:
+    """The shown preview, with a note naming each URL the model composed (first, so it is seen)."""
+    if not composed:
+        return preview
+    notes = [COMPOSED_NOTICE.format(url=redactor.text(url)[:500]) for url in composed]
+    return "\n".join(notes) + ("" if preview is None else "\n\n" + preview)
 
 
 def _render_preview(preview: Any) -> str:

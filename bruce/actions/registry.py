@@ -28,6 +28,7 @@ from bruce.actions.arguments import parse_arguments, readable_output, schema_wit
 from bruce.actions.checks import check_contract
 from bruce.actions.confirmations import Confirmations, PendingAction
 from bruce.actions.policy import Policy, effective_policy
+from bruce.actions.provenance import composed_urls
 from bruce.actions.tool_cache import ToolCache
 from bruce.clock import Clock, utc_iso
 from bruce.config.schema import ToolOverride
@@ -81,6 +82,12 @@ def _json_text(value: Any) -> str:
 def _text(conversation_id: ConversationId | None) -> str:
     """The store's form of a turn's conversation; '' for an MCP client's call (in none)."""
     return "" if conversation_id is None else str(conversation_id)
+
+
+def _composed(contract: ToolContract, arguments: dict[str, Any], scope: TurnScope) -> list[str]:
+    """The URL arguments of a call in a tainted turn that no one wrote (``bruce.actions.provenance``)."""
+    return composed_urls(contract, arguments, tainted=scope.tainted, owner_text=scope.owner_text,
+                         results=scope.results)
 
 
 def idempotency_key(tool_name: str, conversation_id: str | None, arguments: Mapping[str, Any]) -> str:
@@ -244,11 +251,14 @@ class ToolRegistry:
 
     def _asks_this_time(self, contract: ToolContract, arguments: dict[str, Any], scope: TurnScope) -> bool:
         """A tool that needs the user's yes for this call only: an argument its contract names
-        (``memory.forget`` by query), or untrusted text already in the turn (``memory.remember``
-        after a web page was read, so a page cannot plant a memory)."""
+        (``memory.forget`` by query), untrusted text already in the turn (``memory.remember``
+        after a web page was read, so a page cannot plant a memory), or, in such a turn, a URL
+        argument the model composed (``web.read_url`` of ``attacker/?leak=...``: how data leaves)."""
         if any(name in arguments for name in contract.confirm_if):
             return True
-        return contract.confirm_after_untrusted and scope.tainted
+        if contract.confirm_after_untrusted and scope.tainted:
+            return True
+        return bool(_composed(contract, arguments, scope))
 
     async def _cached(self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope,
                       started: float) -> ToolResult:
@@ -311,6 +321,7 @@ class ToolRegistry:
         request = await self._confirmations.request(
             tool.contract, arguments, conversation_id=_text(scope.conversation_id), user_id=scope.user_id,
             turn_id=scope.turn_id, call_id=call.id, preview=preview, step_up=tool.policy.step_up,
+            composed=_composed(tool.contract, arguments, scope),
         )
         scope.confirmations.append(request)
         how = " (the owner must approve it on the machine with `bruce approve`)" if request.step_up else ""
@@ -389,7 +400,8 @@ class ToolRegistry:
             idempotency_key=key,
             server=tool.contract.server if tool else None,
         )
-        scope.results.append(replace(result, name=record.tool_name))  # known to the turn even if the write fails
+        # known to the turn even if the write fails; with its arguments, so that an echo vouches for nothing
+        scope.results.append(replace(result, name=record.tool_name, arguments=arguments))
         if tool is not None and tool.contract.untrusted_output and result.output is not None:
             scope.tainted = True  # from here on, the turn carries text Bruce does not control
         await asyncio.shield(self._store.audit.record_tool_execution(record))

@@ -73,7 +73,8 @@ class Doors(Protocol):
     async def post(self, conversation_id: ConversationId, text: str) -> int: ...
 
     async def run_proactive(self, conversation_id: ConversationId, prompt: str, *, job_id: str | None = None,
-                            tools: ToolFilter | None = None, quiet_token: str | None = None) -> TurnOutcome: ...
+                            tools: ToolFilter | None = None, quiet_token: str | None = None,
+                            owner_text: str | None = None) -> TurnOutcome: ...
 
 
 def no_proactive_tools(contract: ToolContract) -> bool:
@@ -320,8 +321,9 @@ class Scheduler:
                                         error=f"skipped: the day's LLM budget is spent (resets {utc_iso(over.resets_at)})")
             return JobRunStatus.OVER_BUDGET, None
         quiet = QUIET_TOKEN if job.notify is Notify.IF_ACTIONABLE else None
+        # the job's content stands for the owner's words in its run: a URL in it was not composed by the run
         outcome = await self._doors.run_proactive(conversation, job.content, job_id=job.id,
-                                                  tools=no_proactive_tools, quiet_token=quiet)
+                                                  tools=no_proactive_tools, quiet_token=quiet, owner_text=job.content)
         if outcome.quiet:
             await self._jobs.finish_run(run_id, status=JobRunStatus.QUIET, turn_id=outcome.turn_id)
             return JobRunStatus.QUIET, None

@@ -189,11 +189,12 @@ class Worker:
     async def run_proactive(
         self, conversation_id: ConversationId, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,
         job_id: str | None = None, tools: ToolFilter | None = None, quiet_token: str | None = None,
+        owner_text: str | None = None,
     ) -> TurnOutcome:
         """A turn without a message (see ``Conversations.run_proactive``), owned like a chat
         turn: drained or cancelled at shutdown. Raises ``ShuttingDown`` once stopping."""
         work = self.conversations.run_proactive(conversation_id, prompt, source=source, job_id=job_id, tools=tools,
-                                                quiet_token=quiet_token)
+                                                quiet_token=quiet_token, owner_text=owner_text)
         return await self._owned(work, f"proactive:{conversation_id}")
 
     async def post(self, conversation_id: ConversationId, text: str) -> int:

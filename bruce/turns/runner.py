@@ -125,7 +125,7 @@ class TurnRunner:
             text = budget_reached(over, self._settings.zone)
             await self._outbox.post(cid, text, kind=MessageKind.NOTICE, inbound_id=inbound.id)
             return TurnOutcome("", False, text)
-        scope = TurnScope(turn_id=new_turn_id(), conversation_id=cid, user_id=sender_id)
+        scope = TurnScope(turn_id=new_turn_id(), conversation_id=cid, user_id=sender_id, owner_text=inbound.text)
         with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=str(cid)):
             outcome = await self._turn(scope, inbound=inbound)
         await self._budget_warning(cid)
@@ -144,14 +144,17 @@ class TurnRunner:
     async def run_proactive(
         self, conversation_id: ConversationId, prompt: str, *, lock: asyncio.Lock, source: TurnSource = TurnSource.PROACTIVE,
         job_id: str | None = None, tools: ToolFilter | None = None, quiet_token: str | None = None,
+        owner_text: str | None = None,
     ) -> TurnOutcome:
         """A turn with no inbound message (a scheduled briefing), run under ``lock`` (the
         conversation's): ``prompt`` is its user-role instruction, the system prompt says it is a
         scheduled run; tools limited by ``tools``, never one that needs approval; the answer goes
         through the outbox. An answer that is exactly ``quiet_token`` is not sent (the outcome is
-        ``quiet``)."""
+        ``quiet``). ``owner_text``: the words that stand for the owner's in this run (a job's
+        content, written when it was made); None: the prompt itself (a briefing's configured text)."""
         scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation_id, user_id=None, source=source,
-                          unattended=True, tool_filter=tools, scheduled=ScheduledRun(job_id, quiet_token))
+                          unattended=True, tool_filter=tools, scheduled=ScheduledRun(job_id, quiet_token),
+                          owner_text=prompt if owner_text is None else owner_text)
         async with lock:
             with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=str(conversation_id),
                                                          job=job_id):

@@ -35,6 +35,9 @@ class TurnScope:
     # untrusted text is in the turn: a tool with ``untrusted_output`` ran (the registry sets it), or the
     # turn started so (a run of an untrusted job, an MCP client's call). Never set back to False.
     tainted: bool = False
+    # the owner's own words in this turn: the inbound message's text, a scheduled run's instruction (written
+    # when the job was made) or a briefing's configured prompt. A URL found here was not composed by the model.
+    owner_text: str = ""
     _llm_seq: int = 0
     confirmations: list[ConfirmationRequest] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)  # every tool call of the turn, by contract name

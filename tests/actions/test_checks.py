@@ -43,6 +43,9 @@ CRITICAL_OK = dict(autonomous=False, confirmation=True, step_up=True, side_effec
      ["input_schema must not define dry_run (the registry adds it)"]),
     (dict(idempotent=True, idempotency_window_s=0), ["an idempotent tool needs a positive idempotency_window_s"]),
     (dict(idempotent=True, idempotency_window_s=1), []),
+    (dict(input_schema={"type": "object", "properties": {"url": {"type": "string"}}}, url_args=("url", "link")),
+     ["url_args names 'link', which is not a property of input_schema"]),
+    (dict(input_schema={"type": "object", "properties": {"url": {"type": "string"}}}, url_args=("url",)), []),
 ])
 def test_each_contract_problem_is_named(overrides, problems):
     overrides = dict(overrides)

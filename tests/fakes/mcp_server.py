@@ -3,7 +3,8 @@
     python -m tests.fakes.mcp_server [--transport stdio|http|sse] [--port-file F] [--hang]
 
 Tools: ``echo``, ``add`` (structured), ``slow`` (sleeps), ``fail`` (a tool error), ``note``
-(appends to the file named by ``FAKE_MCP_NOTES``: a side effect a test can see), ``pid`` (so
+(appends to the file named by ``FAKE_MCP_NOTES``: a side effect a test can see), ``fetch`` (takes
+a ``url`` and writes ``fetched <url>`` to that file instead of fetching it), ``pid`` (so
 a test can kill the process), ``a.dotted-name`` (a name that needs making safe), ``big`` (a
 huge answer), ``dry`` (defines ``dry_run``), and with ``--many N`` N more.
 ``--hang``: accept the connection and never answer the handshake. ``--port-file``: the HTTP
@@ -52,6 +53,14 @@ def note(text: str) -> str:
     with path.open("a", encoding="utf-8") as handle:
         handle.write(text + "\n")
     return f"noted: {text}"
+
+
+@server.tool(description="Fetch a URL (here: only write down that it was asked for).")
+def fetch(url: str) -> str:
+    path = Path(os.environ["FAKE_MCP_NOTES"])
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(f"fetched {url}\n")
+    return f"fetched {len(url)} characters of URL"
 
 
 @server.tool(description="The server's process id.")

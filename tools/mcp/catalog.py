@@ -4,11 +4,21 @@ Policy comes from the config only (``tool_risk``, ``enabled_tools``, ``disabled_
 server's ``risk``): a server's descriptions and annotations are untrusted text and never lower a
 tool's risk. A tool that cannot be offered (a bad name or schema, too many tools) is left out
 with the reason, shown in the server's status.
+
+A tool's ``url_args`` (``url_arguments``) are the top-level input properties that may hold a
+string and either have a URL-like name or say ``format: uri`` (``uri-reference``, ``iri``,
+``iri-reference``, ``url``). A name is URL-like when, split into words (``camelCase``, ``-``,
+``.`` and ``_`` separate them) and lower-cased, its last word is one of ``URL_WORDS`` (``url``,
+``uri``, ``iri``, ``link``, ``href``, ``endpoint``, ``webhook``, ``callback`` and their plurals),
+or the whole name ends with ``url``, ``uri``, ``link`` or ``href`` (``imageurl``,
+``permalink``). In a turn that read untrusted text, a value there that the model composed asks
+the user first (docs/security.md), whatever the tool's risk.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,12 +33,18 @@ from bruce.contracts import Risk, ToolContract, ToolHandler
 from bruce.errors import ContractError
 from tools.mcp import names
 
-__all__ = ["FAILURE_MODES", "MAX_NAME", "MAX_SCHEMA_CHARS", "MAX_TOOLS", "ServerTools", "input_schema"]
+__all__ = ["FAILURE_MODES", "MAX_NAME", "MAX_SCHEMA_CHARS", "MAX_TOOLS", "URL_WORDS", "ServerTools", "input_schema",
+           "url_arguments"]
 
 MAX_SCHEMA_CHARS = 20_000  # a server's input schema goes into every prompt; a huge one is refused
 MAX_TOOLS = 128  # per server: a server listing thousands would fill every prompt
 MAX_NAME = 128  # the MCP spec's longest tool name
 FAILURE_MODES = ("unavailable", "timeout", "tool_error", "protocol_error")
+URL_WORDS = frozenset(w + s for w in ("url", "uri", "iri", "link", "href", "endpoint", "webhook", "callback")
+                      for s in ("", "s"))
+_URL_ENDINGS = ("url", "uri", "link", "href", "urls", "uris", "links", "hrefs")
+_URL_FORMATS = frozenset({"uri", "uri-reference", "iri", "iri-reference", "url"})
+_WORD_BREAK = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|[-_.\s]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +154,7 @@ class ServerTools:
             permissions=(f"mcp:{self._server}",),
             server=self._server,
             untrusted_output=True,
+            url_args=url_arguments(schema),
             wire=self._wire_name(name, short),
         )
 
@@ -164,3 +181,27 @@ def input_schema(schema: Any) -> dict[str, Any]:
     except SchemaError as exc:
         raise ValueError(f"its input schema is not valid JSON Schema: {exc.message[:200]}") from None
     return dict(schema)
+
+
+def _may_be_string(schema: dict[str, Any]) -> bool:
+    """A property that can hold a string (or strings, in a list): no type, or one that allows it."""
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return kind is None or "string" in kinds or "array" in kinds
+
+
+def _url_like(name: str, schema: dict[str, Any]) -> bool:
+    if schema.get("format") in _URL_FORMATS or (isinstance(schema.get("items"), dict)
+                                                and schema["items"].get("format") in _URL_FORMATS):
+        return True
+    words = [w.lower() for w in _WORD_BREAK.split(name) if w]
+    return bool(words) and (words[-1] in URL_WORDS or name.lower().endswith(_URL_ENDINGS))
+
+
+def url_arguments(schema: dict[str, Any]) -> tuple[str, ...]:
+    """The input properties whose value is a URL the call sends on (see the module's docstring)."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return ()
+    return tuple(name for name, sub in properties.items()
+                 if isinstance(sub, dict) and _may_be_string(sub) and _url_like(str(name), sub))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from bruce.actions.provenance import strings_in
 from bruce.actions.registry import RegisteredTool, ToolRegistry
 from bruce.contracts import ToolCall
 from bruce.turns.scope import TurnScope
@@ -67,9 +68,11 @@ def build_server(
                             "error": f"Bruce offers no tool {params.name[:80]!r} here; list_tools shows what it offers"},
                            error=True)
         # untrusted: nobody here can approve, so a call that needs a yes this time (memory.forget by
-        # query) is skipped, never parked; trusted: the client asked its own user
+        # query) is skipped, never parked; trusted: the client asked its own user. The client's arguments
+        # are its own words (it sees every result anyway): a URL it sends is not one Bruce's model composed
         scope = TurnScope(turn_id="", conversation_id=conversation_id, user_id=None, source=TurnSource.MCP,
-                          confirmed_by_caller=trusted, unattended=not trusted)
+                          confirmed_by_caller=trusted, unattended=not trusted,
+                          owner_text="\n".join(strings_in(params.arguments or {})))
         call = ToolCall(id=f"mcp:{uuid.uuid4().hex[:12]}", name=tool.contract.wire_name,
                         arguments=json.dumps(params.arguments or {}, ensure_ascii=False, default=str))
         result = await registry.execute(call, scope)

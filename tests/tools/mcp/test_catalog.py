@@ -14,7 +14,7 @@ from bruce.actions.confirmations import Confirmations
 from bruce.actions.registry import ToolRegistry
 from bruce.config.schema import MCPServerConfig
 from bruce.store import Store
-from tools.mcp.catalog import MAX_NAME, MAX_SCHEMA_CHARS, ServerTools, input_schema
+from tools.mcp.catalog import MAX_NAME, MAX_SCHEMA_CHARS, ServerTools, input_schema, url_arguments
 
 OBJECT = {"type": "object", "properties": {"text": {"type": "string"}}}
 
@@ -87,3 +87,39 @@ def test_an_input_schema_must_be_a_valid_bounded_object():
         input_schema({"type": "object", "properties": {"a": {"type": 5}}})
     with pytest.raises(ValueError, match=f"longer than {MAX_SCHEMA_CHARS}"):
         input_schema({"type": "object", "description": "x" * MAX_SCHEMA_CHARS})
+
+
+@pytest.mark.parametrize(("name", "schema", "is_url"), [
+    ("url", {"type": "string"}, True),
+    ("uri", {"type": "string"}, True),
+    ("link", {}, True),  # no type: it may hold a string
+    ("href", {"type": ["string", "null"]}, True),
+    ("endpoint", {"type": "string"}, True),
+    ("webhook", {"type": "string"}, True),
+    ("callback", {"type": "string"}, True),
+    ("urls", {"type": "array", "items": {"type": "string"}}, True),
+    ("image_url", {"type": "string"}, True),
+    ("imageUrl", {"type": "string"}, True),
+    ("redirect-uri", {"type": "string"}, True),
+    ("api.endpoint", {"type": "string"}, True),
+    ("webhookurl", {"type": "string"}, True),
+    ("permalink", {"type": "string"}, True),
+    ("target", {"type": "string", "format": "uri"}, True),
+    ("source", {"type": "string", "format": "iri-reference"}, True),
+    ("pages", {"type": "array", "items": {"type": "string", "format": "uri"}}, True),
+    ("callback", {"type": "boolean"}, False),  # cannot hold a URL
+    ("url", {"type": "integer"}, False),
+    ("callback_id", {"type": "string"}, False),
+    ("link_text", {"type": "string"}, False),
+    ("urgent", {"type": "string"}, False),
+    ("text", {"type": "string"}, False),
+    ("query", {"type": "string", "format": "date"}, False),
+])
+def test_a_url_like_argument_of_a_remote_tool_is_one_of_its_url_args(name, schema, is_url):
+    assert url_arguments({"type": "object", "properties": {name: schema}}) == ((name,) if is_url else ())
+
+
+async def test_a_remote_tools_contract_carries_its_url_args(registry):
+    schema = {"type": "object", "properties": {"url": {"type": "string"}, "text": {"type": "string"}}}
+    catalog(registry, tool_risk={"fetch": "low"}).refresh([tool("fetch", schema)])
+    assert registry.get("mcp.srv.fetch").contract.url_args == ("url",)
