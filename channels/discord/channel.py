@@ -255,7 +255,7 @@ class DiscordChannel:
 
     async def send_text(self, chat_id: str, text: str) -> None:
         for part in split_message(text, MESSAGE_LIMIT):
-            self._remember(await self._call(self._target(chat_id).send(part, allowed_mentions=NO_MENTIONS)))
+            self._remember(await self._call(self._target(chat_id).send(part, allowed_mentions=NO_MENTIONS, suppress_embeds=True)))
 
     async def _reply(self, chat_id: int, text: str) -> None:
         with contextlib.suppress(ChannelSendError):
@@ -289,12 +289,13 @@ class DiscordChannel:
     async def send_confirmation(self, chat_id: str, request: ConfirmationRequest) -> None:
         text = approval_text(request)
         sent = await self._call(self._target(chat_id).send(
-            text, view=approval_view(request.id, step_up=request.step_up), allowed_mentions=NO_MENTIONS))
+            text, view=approval_view(request.id, step_up=request.step_up), allowed_mentions=NO_MENTIONS,
+            suppress_embeds=True))
         self._remember(sent)
         self._interactions.watch_expiry(sent, request)
 
     async def send_file(self, chat_id: str, path: Path, caption: str | None = None) -> None:
         content = (caption or "")[:MESSAGE_LIMIT] or None
         self._remember(await self._call(self._target(chat_id).send(
-            content, file=discord.File(path, filename=path.name), allowed_mentions=NO_MENTIONS)))
+            content, file=discord.File(path, filename=path.name), allowed_mentions=NO_MENTIONS, suppress_embeds=True)))
 

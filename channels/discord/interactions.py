@@ -90,10 +90,10 @@ class Interactions:
                 self._cancel_expiry(rid)
                 await interaction.response.edit_message(content=decided_text(message.content, report.text),
                                                         view=approval_view(rid, step_up=step_up, disabled=True),
-                                                        allowed_mentions=NO_MENTIONS)
+                                                        allowed_mentions=NO_MENTIONS, suppress_embeds=True)
                 return
             await interaction.response.send_message(report.text[:MESSAGE_LIMIT], ephemeral=True,
-                                                    allowed_mentions=NO_MENTIONS)
+                                                    allowed_mentions=NO_MENTIONS, suppress_embeds=True)
             if finished and message is not None:
                 self._cancel_expiry(rid)
                 await message.edit(view=approval_view(rid, step_up=step_up, disabled=True))
@@ -142,7 +142,8 @@ class Interactions:
 
     async def _ephemeral(self, interaction: discord.Interaction, text: str) -> None:
         with contextlib.suppress(*SEND_ERRORS):
-            await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
+            await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS,
+                                                    suppress_embeds=True)
 
     async def _slash_to_core(self, interaction: discord.Interaction, text: str, ack: str) -> None:
         """``/new``, ``/jobs``, ``/usage`` go to the core as that text (it answers in the conversation)."""

@@ -141,9 +141,11 @@ class StatusMessage:
             try:
                 async with asyncio.timeout(STATUS_TIMEOUT_S):
                     if self._message is None:
-                        self._message = await self._target.send(text, allowed_mentions=NO_MENTIONS)
+                        self._message = await self._target.send(text, allowed_mentions=NO_MENTIONS,
+                                                                suppress_embeds=True)
                     else:
-                        self._message = await self._message.edit(content=text, allowed_mentions=NO_MENTIONS)
+                        self._message = await self._message.edit(content=text, allowed_mentions=NO_MENTIONS,
+                                                                suppress=True)
             except (discord.HTTPException, discord.RateLimited, aiohttp.ClientError, TimeoutError) as exc:
                 log.info("discord.status_failed", error=type(exc).__name__)
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import structlog
 from aiogram import Bot
+from aiogram.client.default import DefaultBotProperties
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
 from aiogram.exceptions import (
@@ -84,7 +85,9 @@ class TelegramBot:
 
     def __init__(self, token: str, api_base: str | None) -> None:
         api = TelegramAPIServer.from_base(api_base) if api_base else PRODUCTION
-        self._bot = Bot(token, session=_Session(api=api))
+        # no link previews: Telegram's servers would fetch the first URL of a message, so a URL a
+        # steered model wrote into its answer (with data in it) would be requested without a click
+        self._bot = Bot(token, session=_Session(api=api), default=DefaultBotProperties(link_preview_is_disabled=True))
 
     def read_update(self, item: Any) -> Update:
         """One update of a ``getUpdates`` answer or a webhook call; ValueError when it does not parse."""
