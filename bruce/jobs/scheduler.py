@@ -51,6 +51,7 @@ from bruce.store import Store
 from bruce.turns.runner import TurnOutcome
 from bruce.turns.scope import ToolFilter
 from bruce.values import (
+    OWNER,
     ConversationId,
     ExecutionMode,
     JobRunStatus,
@@ -73,7 +74,8 @@ class Doors(Protocol):
     async def post(self, conversation_id: ConversationId, text: str) -> int: ...
 
     async def run_proactive(self, conversation_id: ConversationId, prompt: str, *, job_id: str | None = None,
-                            tools: ToolFilter | None = None, quiet_token: str | None = None) -> TurnOutcome: ...
+                            tools: ToolFilter | None = None, quiet_token: str | None = None,
+                            person: str = OWNER) -> TurnOutcome: ...
 
 
 def no_proactive_tools(contract: ToolContract) -> bool:
@@ -320,8 +322,8 @@ class Scheduler:
                                         error=f"skipped: the day's LLM budget is spent (resets {utc_iso(over.resets_at)})")
             return JobRunStatus.OVER_BUDGET, None
         quiet = QUIET_TOKEN if job.notify is Notify.IF_ACTIONABLE else None
-        outcome = await self._doors.run_proactive(conversation, job.content, job_id=job.id,
-                                                  tools=no_proactive_tools, quiet_token=quiet)
+        outcome = await self._doors.run_proactive(conversation, job.content, job_id=job.id,  # as the job's person
+                                                  tools=no_proactive_tools, quiet_token=quiet, person=job.person)
         if outcome.quiet:
             await self._jobs.finish_run(run_id, status=JobRunStatus.QUIET, turn_id=outcome.turn_id)
             return JobRunStatus.QUIET, None
