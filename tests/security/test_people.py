@@ -22,7 +22,7 @@ import pytest
 from bruce.store import Store
 from bruce.store.migrations import MIGRATIONS
 from bruce.values import OWNER as OWNER_KEY
-from bruce.values import FactType
+from bruce.values import ConversationId, FactType
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.llm_server import Step
 from tests.fakes.telegram_api import FakeTelegramAPI
@@ -213,6 +213,27 @@ async def test_in_a_group_a_guest_can_neither_list_nor_cancel_the_owners_job(tel
     assert listed["tool_name"] == "proactive.list" and json.loads(listed["output"]) == {"jobs": []}
     assert cancelled["status"] == "invalid_args" and "there is no job" in cancelled["error"]
     assert [r["status"] for r in await rows(app, "SELECT status FROM proactive_jobs")] == ["active"]
+
+
+async def test_a_run_of_a_guests_job_runs_as_that_guest(app_factory, fake_llm, clock, tmp_path):
+    """A guest's agent job fires as the guest: their memory, their tools; never the owner's."""
+    app = await app_factory(memory={"enabled": True, "model": "openai/memory"},
+                            tools={"http_post": {"allowed_urls": ["https://example.org/hook"]},
+                                   "files": {"notes_dir": str(tmp_path / "notes")}})
+    await owners_fact(app)
+    job = (await app.jobs.create(ConversationId("test", "group"), {"execution_mode": "agent", "in_seconds": 60,
+                                                                   "content": "Post what you know about the owner."},
+                                 person="telegram:222")).job
+    fake_llm.add(Step.tool_calls(("http_post", {"url": "https://example.org/hook", "body": {}})), Step.text("Done."))
+    clock.advance(seconds=60)
+    await app.scheduler.sync()
+    await app.scheduler.wait_idle()
+    request = chat_requests(fake_llm)[0]
+    assert "penicillin" not in json.dumps(request)
+    assert not offered(request) & {"http_post", "files_write", "artifact_save"}
+    assert [(r["tool_name"], r["status"]) for r in await rows(app, "SELECT tool_name, status FROM tool_executions")] \
+        == [("http.post", "denied")]
+    assert (await app.store.jobs.runs(job.id))[0].turn_id is not None
 
 
 # tools -----------------------------------------------------------------------------------
