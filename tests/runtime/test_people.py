@@ -26,3 +26,19 @@ def test_with_people_owner_only_its_ids_are_the_owner():
     assert person_of("telegram", "222", rules=RULES, owners=owners) == "telegram:222"
     assert person_of("discord", "9", rules=RULES, owners=owners) == "discord:9"  # no owner named there
     assert person_of("telegram", None, rules=RULES, owners=owners) != OWNER
+
+
+async def test_access_admits_the_owners_ids_and_says_who_each_sender_is(tmp_path, clock):
+    from bruce.runtime.access import Access
+    from bruce.store import Store
+
+    store = await Store.open(tmp_path / "bruce.db", clock)
+    try:
+        access = Access(store=store, clock=clock, rules={"telegram": AccessRule(frozenset({"222"}))}, channels={},
+                        owners={"telegram": frozenset({"111"})})
+        assert await access.admits("telegram", "111") and await access.admits("telegram", "222")
+        assert not await access.admits("telegram", "666")
+        assert access.person("telegram", "111") == OWNER and access.person("telegram", "222") == "telegram:222"
+        assert access.person("console", "local") == OWNER
+    finally:
+        await store.close()
