@@ -188,6 +188,25 @@ async def test_a_fact_a_guest_plants_never_reaches_the_owners_prompt(telegram, a
     assert "account 666" not in (await tg_replies(api, OWNER, 2))[-1]
 
 
+async def test_a_guests_forget_by_query_shows_and_forgets_only_its_own_facts(telegram, api, fake_llm):
+    app = await telegram()
+    await owners_fact(app)
+    fake_llm.add(Step.tool_calls(("memory_remember", {"type": "fact", "content": "Allergic to cats"})),
+                 Step.text("Kept."),
+                 Step.tool_calls(("memory_forget", {"query": "allergic"})), Step.text("Asked."))
+    api.push_message(FRIEND, FRIEND, "remember I am allergic to cats")
+    await tg_replies(api, FRIEND, 1)
+    api.push_message(FRIEND, FRIEND, "forget everything about allergies")
+    await api.wait_for("sendMessage", count=3)
+    (request,) = await rows(app, "SELECT id, preview FROM pending_confirmations")
+    assert "cats" in request["preview"] and "penicillin" not in request["preview"]
+    api.push_message(FRIEND, FRIEND, f"/approve {request['id']}")
+    async with asyncio.timeout(20):
+        while len(await rows(app, "SELECT id FROM memory_facts")) != 1:
+            await asyncio.sleep(0.05)
+    assert [r["content"] for r in await rows(app, "SELECT content FROM memory_facts")] == [SECRET]
+
+
 # jobs ------------------------------------------------------------------------------------
 
 async def test_in_a_group_a_guest_can_neither_list_nor_cancel_the_owners_job(telegram, api, fake_llm):
