@@ -19,6 +19,7 @@ import structlog
 
 from bruce.actions.approvals import ApprovalDesk
 from bruce.actions.confirmations import Confirmations
+from bruce.actions.guests import GuestTools
 from bruce.actions.registry import ToolRegistry
 from bruce.channel import Channel
 from bruce.clock import Clock, SystemClock
@@ -218,7 +219,7 @@ async def _registry(config: Config, store: Store, clock: Clock, redactor: Redact
     registry = ToolRegistry(
         store=store, clock=clock, zone=config.assistant.zone, confirmations=confirmations,
         default_timeout_s=config.tools.timeout_s, audit_output_max_chars=config.tools.audit_output_max_chars,
-        overrides=config.tools.overrides, redactor=redactor,
+        overrides=config.tools.overrides, redactor=redactor, guests=GuestTools(config.access.guest_tools),
     )
     try:
         registry.register_all(tool_set(config, store, jobs, memory))
@@ -330,7 +331,7 @@ def _conversations(config: Config, store: Store, clock: Clock, llm: LLMService, 
 
 def _worker(config: Config, store: Store, clock: Clock, llm: LLMService, conversations: Conversations,
             confirmations: Confirmations, outbox: Outbox, channels: dict[str, Channel], *,
-            on_answered: Callable[[ConversationId, int], None] | None) -> Worker:
+            on_answered: Callable[[ConversationId, int, str], None] | None) -> Worker:
     """Admission, the message tasks, recovery of what a stopped process left."""
     a, c = config.assistant, config.channels
     recovery = Recovery(store=store, confirmations=confirmations, outbox=outbox, clock=clock, zone=a.zone,
@@ -338,7 +339,8 @@ def _worker(config: Config, store: Store, clock: Clock, llm: LLMService, convers
     return Worker(
         store=store, llm=llm, clock=clock, conversations=conversations, outbox=outbox, recovery=recovery,
         confirmations=confirmations, served=channels,
-        access=Access(store=store, clock=clock, rules=_access_rules(c.sections()), channels=channels),
+        access=Access(store=store, clock=clock, rules=_access_rules(c.sections()), channels=channels,
+                      owners=config.people.owner.ids() if config.people.owner is not None else None),
         limiter=RateLimiter(per_minute=config.limits.messages_per_minute, per_hour=config.limits.messages_per_hour),
         zone=a.zone, on_answered=on_answered,
         settings=WorkerSettings(max_message_chars=a.max_message_chars, approval_poll_s=config.tools.approval_poll_s,

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 from bruce.clock import Clock
 from bruce.errors import ContractError
-from bruce.values import ConversationId, ToolStatus
+from bruce.values import OWNER, ConversationId, ToolStatus
 
 __all__ = [
     "Risk",
@@ -181,6 +181,7 @@ class ToolContext:
     idempotency_key: str | None = None
     now: datetime | None = field(default=None)
     untrusted: bool = False  # untrusted text is in the turn that makes this call (``TurnScope.tainted``)
+    person: str = OWNER  # whose call: memory and jobs are this person's (``TurnScope.person``)
 
 
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]

@@ -166,6 +166,9 @@ def memory_listing(facts: list[Any], summary: Any | None, *, limit: int = 50) ->
     return "\n".join(lines)
 
 
+USAGE_IS_THE_OWNERS = "Usage and cost are the owner's to see: ask them."  # /usage from a guest
+
+
 def command_usage(name: str) -> str:
     return f"Usage: /{name} ID, with the 8-character id shown in the request."
 

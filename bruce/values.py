@@ -8,6 +8,9 @@ from enum import StrEnum
 
 __all__ = [
     "ConversationId",
+    "OWNER",
+    "guest_person",
+    "is_owner",
     "ExecutionMode",
     "Notify",
     "FactType",
@@ -46,6 +49,21 @@ class ConversationId:
 
     def __str__(self) -> str:
         return f"{self.channel}:{self.chat_id}"
+
+
+OWNER = "owner"
+"""The person key of the owner: what the console, the web chat, every ``bruce`` command and the
+ids under ``people.owner`` act as. A guest's key is ``<channel>:<user id>`` (``guest_person``).
+Facts, memory summaries and proactive jobs are stored under a person key (docs/security.md)."""
+
+
+def guest_person(channel: str, user_id: str) -> str:
+    """A guest's person key: ``telegram:123``, ``discord:456`` (never equal to ``OWNER``)."""
+    return f"{channel}:{user_id}"
+
+
+def is_owner(person: str) -> bool:
+    return person == OWNER
 
 
 class Direction(StrEnum):

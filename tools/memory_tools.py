@@ -5,6 +5,9 @@ results, an MCP result) has entered: then it is a confirmation request showing t
 prompt injection cannot plant a memory without the owner's yes. ``memory.forget`` by id forgets
 one fact (asking first, with the fact as its preview, once untrusted text entered the turn); by
 query it always asks first, with the matching facts as its preview.
+
+Each tool works on the memory of the person whose turn calls it (``ctx.person``): a guest
+remembers, searches and forgets only their own facts; the owner's do not exist for them.
 """
 
 from __future__ import annotations
@@ -94,23 +97,23 @@ def memory_tools(memory: Memory | None) -> list[tuple[ToolContract, ToolHandler]
         if not m.settings.enabled:
             raise ToolFailed("memory.enabled is false: the owner turned remembering off", code="unavailable")
         fact, new = await m.remember(FactType(args["type"]), args["content"], conversation_id=ctx.conversation_id,
-                                     turn_id=ctx.turn_id)
+                                     turn_id=ctx.turn_id, person=ctx.person)
         return {"fact": {"id": fact.id, "type": str(fact.type), "content": fact.content}, "new": new}
 
-    async def search(args: dict[str, Any], _ctx: ToolContext) -> dict[str, Any]:
-        return {"results": await need().search(args["query"])}
+    async def search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        return {"results": await need().search(args["query"], ctx.person)}
 
     async def forget(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         m = need()
         if ("id" in args) == ("query" in args):
             raise ToolInputInvalid("give exactly one of id and query")
         if "id" in args:
-            fact = await m.fact(args["id"])
+            fact = await m.fact(args["id"], ctx.person)
             if fact is None:
                 raise ToolFailed(f"there is no fact {args['id']} in memory", code="not_found")
             facts = [fact]
         else:
-            facts = await m.matching(args["query"])
+            facts = await m.matching(args["query"], ctx.person)
         shown = [{"id": f.id, "type": str(f.type), "content": f.content} for f in facts]
         if ctx.dry_run:
             return {"would_forget": shown}

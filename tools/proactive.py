@@ -1,8 +1,9 @@
 """proactive.create / list / update / cancel: the model's hands on the conversation's reminders
 and scheduled jobs.
 
-Every call is bound to the conversation it comes from (``ctx.conversation_id``): a job of
-another conversation does not exist for it (its id is reported as unknown). The work, and the
+Every call is bound to the conversation it comes from (``ctx.conversation_id``) and to the
+person making it (``ctx.person``): a job of another conversation, or another person's job in a
+group chat, does not exist for it (its id is reported as unknown). The work, and the
 checking of every argument, is ``JobBook``'s (``bruce/jobs/book.py``, ``bruce/jobs/schedule.py``); its
 ``JobError`` and ``ScheduleError`` become ``ToolInputInvalid`` here, so the model gets an
 ``invalid_args`` result whose text names the argument and what to do. The JSON schemas only
@@ -212,12 +213,12 @@ class _Proactive:
     async def create(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         jobs, conversation = self._where(ctx)
         with _for_the_model():
-            view = await jobs.create(conversation, args)
+            view = await jobs.create(conversation, args, person=ctx.person)
         return {**view.as_dict(), "created": view.created}
 
     async def list(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         jobs, conversation = self._where(ctx)
-        return {"jobs": [view.as_dict() for view in await jobs.list(conversation)]}
+        return {"jobs": [view.as_dict() for view in await jobs.list(conversation, person=ctx.person)]}
 
     async def update(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         jobs, conversation = self._where(ctx)
@@ -231,17 +232,17 @@ class _Proactive:
         with _for_the_model():
             view: JobView
             if action == "pause":
-                view = await jobs.pause(conversation, job_id)
+                view = await jobs.pause(conversation, job_id, person=ctx.person)
             elif action == "resume":
-                view = await jobs.resume(conversation, job_id)
+                view = await jobs.resume(conversation, job_id, person=ctx.person)
             else:
-                view = await jobs.reschedule(conversation, job_id, schedule)
+                view = await jobs.reschedule(conversation, job_id, schedule, person=ctx.person)
         return view.as_dict()
 
     async def cancel(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         jobs, conversation = self._where(ctx)
         with _for_the_model():
-            view = await jobs.cancel(conversation, args.get("job_id"))
+            view = await jobs.cancel(conversation, args.get("job_id"), person=ctx.person)
         return view.as_dict()
 
 

@@ -25,7 +25,7 @@ from bruce.texts import action_outcome
 from bruce.turns.agent_loop import LLM
 from bruce.turns.grounding import check_links, produced_urls
 from bruce.turns.scope import TurnScope, new_turn_id
-from bruce.values import ConversationId, TurnSource, TurnStatus
+from bruce.values import OWNER, ConversationId, TurnSource, TurnStatus
 
 __all__ = ["ApprovalDesk"]
 
@@ -48,11 +48,12 @@ class ApprovalDesk:
         self._admin_base_url = admin_base_url
 
     async def run(self, conversation: ConversationId, action: PendingAction, *, history: list[dict[str, Any]],
-                  user_id: str | None, inbound_id: int | None = None) -> None:
-        """Run an approved action (already ``running``), then report it. With ``inbound_id``
+                  user_id: str | None, inbound_id: int | None = None, person: str = OWNER) -> None:
+        """Run an approved action (already ``running``) as ``person`` (who asked for it: a guest's
+        runs on the guest's memory, with the guest's tools), then report it. With ``inbound_id``
         (a typed ``/approve``), that message is closed with the report."""
         scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation, user_id=user_id,
-                          source=TurnSource.CONFIRMATION)
+                          source=TurnSource.CONFIRMATION, person=person)
         with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=action.conversation_id):
             await self._store.messages.start_turn(scope.turn_id, action.conversation_id,
                                                   source=TurnSource.CONFIRMATION, inbound_message_id=inbound_id)

@@ -27,6 +27,7 @@ from jsonschema import Draft202012Validator
 from bruce.actions.arguments import parse_arguments, readable_output, schema_with_dry_run
 from bruce.actions.checks import check_contract
 from bruce.actions.confirmations import Confirmations, PendingAction
+from bruce.actions.guests import GuestTools
 from bruce.actions.policy import Policy, effective_policy
 from bruce.actions.provenance import composed_urls
 from bruce.actions.tool_cache import ToolCache
@@ -38,7 +39,7 @@ from bruce.log import Redactor
 from bruce.records import ToolExecutionRecord
 from bruce.store import Store
 from bruce.turns.scope import TurnScope
-from bruce.values import ConversationId, ToolStatus, TurnSource
+from bruce.values import ConversationId, ToolStatus, TurnSource, is_owner
 
 __all__ = ["RegisteredTool", "ToolRegistry", "idempotency_key"]
 
@@ -108,7 +109,9 @@ class ToolRegistry:
         overrides: Mapping[str, ToolOverride] | None = None,
         redactor: Redactor | None = None,
         cache_max_entries: int = 512,
+        guests: GuestTools | None = None,
     ) -> None:
+        """``guests``: what a guest's turn may use (``access.guest_tools``; default: its default)."""
         self._store = store
         self._clock = clock
         self.cache = ToolCache(monotonic=clock.monotonic, max_entries=cache_max_entries)
@@ -121,6 +124,7 @@ class ToolRegistry:
         self._tools: dict[str, RegisteredTool] = {}  # by wire name
         self._by_name: dict[str, str] = {}  # contract name -> wire name
         self._key_locks: dict[str, asyncio.Lock] = {}
+        self._guests = guests or GuestTools()
 
     # registration ---------------------------------------------------------------------
 
@@ -167,7 +171,11 @@ class ToolRegistry:
             return False
         if scope is None:
             return True
-        return scope.allows(tool.contract) and not (scope.unattended and tool.policy.needs_confirmation)
+        return self._allows(tool, scope) and not (scope.unattended and tool.policy.needs_confirmation)
+
+    def _allows(self, tool: RegisteredTool, scope: TurnScope) -> bool:
+        """The turn's filter, and for a guest's turn, ``access.guest_tools`` (never high or critical)."""
+        return scope.allows(tool.contract) and (is_owner(scope.person) or self._guests.allows(tool.contract))
 
     def offered(self, scope: TurnScope | None = None) -> list[ToolContract]:
         """The contracts of the tools ``definitions`` shows the model, by name (for the prompt)."""
@@ -241,7 +249,7 @@ class ToolRegistry:
     def _refused(self, call: ToolCall, tool: RegisteredTool, scope: TurnScope) -> ToolResult | None:
         """Denied (by policy, or not in this turn), or unavailable (its MCP server is down), or None."""
         refusal = tool.policy.refusal or (
-            None if scope.allows(tool.contract) else NOT_IN_TURN_MESSAGE.format(name=tool.contract.name))
+            None if self._allows(tool, scope) else NOT_IN_TURN_MESSAGE.format(name=tool.contract.name))
         if refusal:
             return ToolResult(call.id, call.name, ToolStatus.DENIED, error=refusal)
         down = tool.unavailable() if tool.unavailable is not None else None
@@ -281,7 +289,7 @@ class ToolRegistry:
         tool = self.get(action.tool_name)
         call = ToolCall(id=f"confirmation:{action.id}", name=tool.contract.wire_name if tool else action.tool_name.replace(".", "_"),
                         arguments=json.dumps(action.arguments))
-        if tool is None or tool.policy.refusal:
+        if tool is None or tool.policy.refusal or not self._allows(tool, scope):
             status = ToolStatus.UNKNOWN_TOOL if tool is None else ToolStatus.DENIED
             result = ToolResult(call.id, call.name, status, error=f"{action.tool_name} is no longer available.")
             return await self._audit(call, scope, tool, action.arguments, result, started)
@@ -334,7 +342,8 @@ class ToolRegistry:
     ) -> tuple[ToolResult, str | None]:
         if not tool.contract.idempotent:
             return await self._run(call, tool, arguments, scope), None
-        key = idempotency_key(tool.contract.name, _text(scope.conversation_id), arguments)
+        whose = "" if is_owner(scope.person) else f"\x00{scope.person}"  # a guest never replays the owner's result
+        key = idempotency_key(tool.contract.name, _text(scope.conversation_id) + whose, arguments)
         async with self._key_locks.setdefault(key, asyncio.Lock()):
             now = self._clock.now()
             earlier = await self._store.audit.idempotent_result(key, now=utc_iso(now))
@@ -354,7 +363,7 @@ class ToolRegistry:
         timeout_s = tool.contract.timeout_s or self._default_timeout_s
         context = ToolContext(
             clock=self._clock, zone=self._zone, conversation_id=scope.conversation_id, turn_id=scope.turn_id or None,
-            dry_run=dry_run, idempotency_key=key, now=self._clock.now(), untrusted=scope.tainted,
+            dry_run=dry_run, idempotency_key=key, now=self._clock.now(), untrusted=scope.tainted, person=scope.person,
         )
         try:
             async with asyncio.timeout(timeout_s):

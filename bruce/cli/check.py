@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from bruce.actions.guests import guest_tool_problems
 from bruce.config.rules import MIN_ADMIN_TOKEN, admin_token_problem, is_loopback, unknown_overrides
 from bruce.config.schema import Config
 from bruce.errors import ConfigError, ContractError
@@ -14,7 +15,8 @@ __all__ = ["check_config"]
 def check_config(config: Config, *, source: str | None = None) -> None:
     """Everything start-up refuses about the tool set, checked from the contracts alone (no
     database is opened): each contract is complete and consistent, no two share a name, and
-    ``tools.overrides`` names only tools that exist; ``admin.token`` is long enough (and set when
+    ``tools.overrides`` names only tools that exist; ``access.guest_tools`` names only tools a
+    guest may have (``bruce.actions.guests``); ``admin.token`` is long enough (and set when
     the page listens beyond loopback). Raises ConfigError naming each problem."""
     from bruce.actions.checks import check_contract
     from bruce.app import tool_set
@@ -34,6 +36,7 @@ def check_config(config: Config, *, source: str | None = None) -> None:
         if found:
             problems.append(f"tool {contract.name}: " + "; ".join(found))
     problems += unknown_overrides(config.tools, [c.name for c in contracts])
+    problems += guest_tool_problems(config.access.guest_tools, contracts)
     admin = config.admin
     if admin.enabled and admin.token is None and not is_loopback(admin.host):
         problems.append(f"admin.token: required when admin.host ({admin.host}) is beyond this machine; "

@@ -61,8 +61,8 @@ async def jobs_command(config: Config, args: argparse.Namespace, config_path: Pa
 
 def _record(view: JobView) -> dict[str, Any]:
     j = view.job
-    return {**view.as_dict(), "conversation_id": j.conversation_id, "schedule_kind": j.schedule_kind,
-            "schedule_value": j.schedule_value, "timezone": j.timezone, "failures": j.failures,
+    return {**view.as_dict(), "conversation_id": j.conversation_id, "person": j.person,
+            "schedule_kind": j.schedule_kind, "schedule_value": j.schedule_value, "timezone": j.timezone, "failures": j.failures,
             "created_at": j.created_at}
 
 
@@ -74,11 +74,12 @@ async def _list(store: Store, *, all_jobs: bool, as_json: bool) -> int:
     if not views:
         print("no scheduled jobs" + ("" if all_jobs else " (--all shows finished ones)"))
         return 0
-    rows = [["ID", "CONVERSATION", "MODE", "STATUS", "NEXT RUN", "SCHEDULE", "CONTENT"]]
+    rows = [["ID", "CONVERSATION", "PERSON", "MODE", "STATUS", "NEXT RUN", "SCHEDULE", "CONTENT"]]
     for v in views:
         j = v.job
         rows.append([visible(cell) for cell in (
-            j.id, str(j.conversation_id), str(j.execution_mode), str(j.status) + (" (flagged)" if j.flagged else ""),
+            j.id, str(j.conversation_id), j.person, str(j.execution_mode),
+            str(j.status) + (" (flagged)" if j.flagged else ""),
             v.next_run_local or "-")] + [_cut(j.description, 40), _cut(j.content, 40)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:  # plain columns, like ``bruce pairing list`` (no table library to install)
@@ -117,7 +118,8 @@ async def _show(store: Store, book: JobBook, job_id: str, *, as_json: bool) -> i
              "error": r.error, "delivered_text": r.delivered_text, "turn_id": r.turn_id} for r in runs]}))
         return 0
     view = JobView(job)
-    for label, value in (("job", job.id), ("conversation", str(job.conversation_id)), ("mode", str(job.execution_mode)),
+    for label, value in (("job", job.id), ("conversation", str(job.conversation_id)), ("person", job.person),
+                         ("mode", str(job.execution_mode)),
                          ("status", str(job.status)), ("schedule", job.description),
                          ("next run", view.next_run_local or "-"), ("notify", str(job.notify)),
                          ("failures in a row", str(job.failures)), ("flagged", job.flagged or "-"),

@@ -1,5 +1,6 @@
 """``bruce memory list [--all] [--json] | export [PATH] | forget ID | forget --all``: long-term
-memory from the machine. ``export`` writes JSON (facts and summaries; to stdout without PATH).
+memory from the machine, everyone's: each fact shows its person (``owner``, or a guest as
+``<channel>:<user id>``). ``export`` writes JSON (facts and summaries; to stdout without PATH).
 Forgetting deletes for good: the fact, its search entry, and the summaries that covered it."""
 
 from __future__ import annotations
@@ -55,9 +56,11 @@ async def _list(store: Store, *, include_archived: bool, as_json: bool) -> int:
     if not facts:
         print("Bruce remembers nothing yet.")
         return 0
+    width = max(len(visible(f.person)) for f in facts)  # whose: 'owner' or a guest's '<channel>:<user id>'
     for f in facts:
         archived = "  (archived)" if f.status is FactStatus.ARCHIVED else ""
-        print(f"{f.id:>5}  {f.last_seen_at[:10]}  [{f.type}] {' '.join(visible(f.content).split())}{archived}")
+        print(f"{f.id:>5}  {visible(f.person):<{width}}  {f.last_seen_at[:10]}  [{f.type}] "
+              f"{' '.join(visible(f.content).split())}{archived}")
     return 0
 
 

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from bruce.config.people import AccessConfig, PeopleConfig
 from bruce.config.rules import allowed_host, allowed_url, blank_to_none, ids_as_text
 from bruce.config.timezone import is_zone, local_zone_name
 
@@ -25,7 +26,7 @@ __all__ = [
     "Config", "AssistantConfig", "LLMConfig", "ModelEndpoint", "StorageConfig", "ChannelSection",
     "ChannelsConfig", "TelegramConfig", "DiscordConfig", "AdminConfig", "ToolsConfig", "ToolOverride",
     "WebToolsConfig", "LimitsConfig", "LoggingConfig", "ConsoleConfig", "EvalConfig", "MCPServerConfig",
-    "MAX_MESSAGE_CHARS",
+    "MAX_MESSAGE_CHARS", "PeopleConfig", "AccessConfig",
 ]
 
 
@@ -364,6 +365,8 @@ class Config(_Model):
     mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=dict)
     mcp_serve: MCPServeConfig = MCPServeConfig()
     eval: EvalConfig = EvalConfig()
+    people: PeopleConfig = PeopleConfig()  # the owner's ids; everyone else admitted is a guest
+    access: AccessConfig = AccessConfig()  # what a guest may use
 
     @field_validator("mcp_servers")
     @classmethod

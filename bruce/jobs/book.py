@@ -1,6 +1,8 @@
 """The proactive jobs a conversation owns: created, listed, paused, resumed, rescheduled and
 cancelled, always through the conversation that asks (a job of another conversation does not
-exist for it). The ``proactive.*`` tools, ``/jobs`` and ``bruce jobs`` all come through here;
+exist for it), and by the person who asks: each job is a person's (``JobRecord.person``), and
+in chat a job of another person does not exist for the asker either (``person`` None: the
+owner on the machine, who sees every job). The ``proactive.*`` tools, ``/jobs`` and ``bruce jobs`` all come through here;
 the scheduler (``bruce.jobs.scheduler``) is told of each change and fires what is due.
 
 Arguments are checked here, with errors the model can act on (``JobError``, ``ScheduleError``):
@@ -25,7 +27,7 @@ from bruce.jobs.links import MessageLinks
 from bruce.jobs.schedule import SCHEDULE_FIELDS, Schedule, ScheduleError, local_text, parse_schedule, stored_schedule
 from bruce.records import JobRecord
 from bruce.store import Store
-from bruce.values import ConversationId, ExecutionMode, JobStatus, Notify
+from bruce.values import OWNER, ConversationId, ExecutionMode, JobStatus, Notify
 
 __all__ = ["JobBook", "JobError", "JobView", "ScheduleError", "MAX_CONTENT_CHARS", "QUIET_TOKEN"]
 
@@ -94,8 +96,8 @@ class JobBook:
         for listener in list(self._listeners):
             listener(job_id)
 
-    async def create(self, conversation_id: ConversationId, args: dict[str, Any]) -> JobView:
-        """A new job for this conversation, or the same one made in the last ten minutes."""
+    async def create(self, conversation_id: ConversationId, args: dict[str, Any], *, person: str = OWNER) -> JobView:
+        """A new job of ``person`` for this conversation, or the same one they made in the last ten minutes."""
         mode = _choice(args.get("execution_mode"), "execution_mode", ExecutionMode)
         content = _content(args.get("content"))
         if mode is ExecutionMode.MESSAGE:
@@ -111,35 +113,41 @@ class JobBook:
             schedule_kind=schedule.kind, schedule_value=schedule.value, timezone=schedule.zone.key, notify=notify,
             description=schedule.describe(), status=JobStatus.ACTIVE, next_run_at=utc_iso(first) if first else None,
             anchor_at=utc_iso(schedule.anchor), failures=0, flagged=None,
-            dedup_key=_dedup_key(str(conversation_id), mode, content, notify, args), created_at=stamp, updated_at=stamp)
+            dedup_key=_dedup_key(str(conversation_id), mode, content, notify, args), created_at=stamp, updated_at=stamp,
+            person=person)
         await self._messages.ensure_conversation(str(conversation_id), conversation_id.channel, conversation_id.chat_id)
         stored, created = await self._jobs.create(job, dedup_since=utc_iso(now - self._dedup_window))
         if created:
             self._changed(stored.id)
         return JobView(stored, created)
 
-    async def list(self, conversation_id: ConversationId) -> list[JobView]:
-        return [JobView(j) for j in await self._jobs.for_conversation(str(conversation_id))]
+    async def list(self, conversation_id: ConversationId, *, person: str | None = None) -> list[JobView]:
+        """The conversation's live jobs (``person``'s only, unless None)."""
+        return [JobView(j) for j in await self._jobs.for_conversation(str(conversation_id), person=person)]
 
-    async def get(self, conversation_id: ConversationId | None, job_id: Any) -> JobRecord:
-        """The job, if it belongs to ``conversation_id`` (None: the owner, on the machine)."""
+    async def get(self, conversation_id: ConversationId | None, job_id: Any, *, person: str | None = None) -> JobRecord:
+        """The job, if it belongs to ``conversation_id`` and to ``person`` (None for both: the
+        owner, on the machine)."""
         if not isinstance(job_id, str) or not job_id.strip():
             raise JobError("job_id: give the id of a job, as proactive_list shows it")
         job = await self._jobs.get(job_id.strip().lower())
-        if job is None or (conversation_id is not None and job.conversation_id != str(conversation_id)):
+        if job is None or (conversation_id is not None and job.conversation_id != str(conversation_id)) \
+                or (person is not None and job.person != person):
             raise JobError(f"job_id: there is no job {job_id.strip()[:40]!r} in this conversation; "
                            "proactive_list shows its jobs")
         return job
 
-    async def pause(self, conversation_id: ConversationId | None, job_id: Any) -> JobView:
-        job = await self.get(conversation_id, job_id)
+    async def pause(self, conversation_id: ConversationId | None, job_id: Any, *,
+                    person: str | None = None) -> JobView:
+        job = await self.get(conversation_id, job_id, person=person)
         if job.status is JobStatus.PAUSED:
             return JobView(job)
         self._live(job, "paused")
         return await self._change(job, expect=(JobStatus.ACTIVE,), status=JobStatus.PAUSED)
 
-    async def resume(self, conversation_id: ConversationId | None, job_id: Any) -> JobView:
-        job = await self.get(conversation_id, job_id)
+    async def resume(self, conversation_id: ConversationId | None, job_id: Any, *,
+                    person: str | None = None) -> JobView:
+        job = await self.get(conversation_id, job_id, person=person)
         if job.status is JobStatus.ACTIVE:
             return JobView(job)
         self._live(job, "resumed")
@@ -155,8 +163,9 @@ class JobBook:
         return await self._change(job, expect=(JobStatus.PAUSED,), status=JobStatus.ACTIVE,
                                   next_run_at=utc_iso(nxt) if nxt else None)
 
-    async def reschedule(self, conversation_id: ConversationId | None, job_id: Any, args: dict[str, Any]) -> JobView:
-        job = await self.get(conversation_id, job_id)
+    async def reschedule(self, conversation_id: ConversationId | None, job_id: Any, args: dict[str, Any], *,
+                         person: str | None = None) -> JobView:
+        job = await self.get(conversation_id, job_id, person=person)
         self._live(job, "rescheduled")
         if job.execution_mode is ExecutionMode.MESSAGE:
             await self._refuse_made_up_links(job.content, job_id=job.id)
@@ -171,8 +180,9 @@ class JobBook:
             description=schedule.describe(), anchor_at=utc_iso(schedule.anchor), next_run_at=utc_iso(nxt) if nxt else None,
             failures=0, flagged=None)
 
-    async def cancel(self, conversation_id: ConversationId | None, job_id: Any) -> JobView:
-        job = await self.get(conversation_id, job_id)
+    async def cancel(self, conversation_id: ConversationId | None, job_id: Any, *,
+                    person: str | None = None) -> JobView:
+        job = await self.get(conversation_id, job_id, person=person)
         if job.status is JobStatus.CANCELLED:
             return JobView(job)
         self._live(job, "cancelled")

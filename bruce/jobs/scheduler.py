@@ -51,6 +51,7 @@ from bruce.store import Store
 from bruce.turns.runner import TurnOutcome
 from bruce.turns.scope import ToolFilter
 from bruce.values import (
+    OWNER,
     ConversationId,
     ExecutionMode,
     JobRunStatus,
@@ -74,7 +75,7 @@ class Doors(Protocol):
 
     async def run_proactive(self, conversation_id: ConversationId, prompt: str, *, job_id: str | None = None,
                             tools: ToolFilter | None = None, quiet_token: str | None = None,
-                            owner_text: str | None = None) -> TurnOutcome: ...
+                            owner_text: str | None = None, person: str = OWNER) -> TurnOutcome: ...
 
 
 def no_proactive_tools(contract: ToolContract) -> bool:
@@ -322,8 +323,9 @@ class Scheduler:
             return JobRunStatus.OVER_BUDGET, None
         quiet = QUIET_TOKEN if job.notify is Notify.IF_ACTIONABLE else None
         # the job's content stands for the owner's words in its run: a URL in it was not composed by the run
-        outcome = await self._doors.run_proactive(conversation, job.content, job_id=job.id,
-                                                  tools=no_proactive_tools, quiet_token=quiet, owner_text=job.content)
+        outcome = await self._doors.run_proactive(conversation, job.content, job_id=job.id,  # as the job's person
+                                                  tools=no_proactive_tools, quiet_token=quiet, owner_text=job.content,
+                                                  person=job.person)
         if outcome.quiet:
             await self._jobs.finish_run(run_id, status=JobRunStatus.QUIET, turn_id=outcome.turn_id)
             return JobRunStatus.QUIET, None

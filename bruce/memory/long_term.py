@@ -9,6 +9,10 @@ arrived, one model call folds them and the previous summary into a new summary, 
 summary covers that are older than ``archive_after_days`` are archived. Each model call is a
 turn of source ``memory``. Shutdown drains these tasks briefly, then cancels them; every write
 is one transaction, so a cancelled task leaves nothing half-written.
+
+Memory is per person (``bruce.values.OWNER`` or a guest's key, ``bruce.runtime.people``): a fact
+learnt from a guest's message is the guest's, each person's summary folds only their facts, and
+the read path, search and forgetting see only the asking person's facts.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from bruce.store import Store
 from bruce.turns.agent_loop import LLM
 from bruce.turns.prompt import memory_part
 from bruce.turns.scope import TurnScope, new_turn_id
-from bruce.values import ConversationId, Direction, FactType, TurnSource, TurnStatus
+from bruce.values import OWNER, ConversationId, Direction, FactType, TurnSource, TurnStatus
 
 __all__ = ["Memory", "MemorySettings", "parse_facts", "EXTRACTION_INSTRUCTIONS", "MAX_FACT_CHARS"]
 
@@ -106,30 +110,31 @@ class Memory:
         self._slots = asyncio.Semaphore(settings.max_concurrent)
         self._per_conversation: dict[ConversationId, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._summarizing: asyncio.Task[Any] | None = None
-        self._pending: dict[ConversationId, list[int]] = {}  # conversation -> answered messages not yet read
+        self._summarizing: dict[str, asyncio.Task[Any]] = {}  # person -> their summary in the making
+        self._pending: dict[ConversationId, list[tuple[int, str]]] = {}  # conversation -> (message, person) not yet read
         self._arrivals: dict[ConversationId, int] = {}
         self._waiting: set[ConversationId] = set()
         self._closing = False
 
     # read path ----------------------------------------------------------------------------
 
-    async def context(self) -> str:
-        """The ``<memory>`` part of this turn's prompt ("" when there is nothing to show)."""
+    async def context(self, person: str = OWNER) -> str:
+        """The ``<memory>`` part of ``person``'s turn's prompt ("" when there is nothing to show)."""
         s = self.settings
         since = utc_iso(self._clock.now() - timedelta(days=s.recent_days))
-        facts, summary = await self._store.memory.context(limit=s.recent_limit, since=since)
+        facts, summary = await self._store.memory.context(limit=s.recent_limit, since=since, person=person)
         return memory_part(facts, summary, max_chars=s.max_context_chars)
 
     # write path ---------------------------------------------------------------------------
 
-    def after_message(self, conversation_id: ConversationId, message_id: int) -> None:
-        """A chat turn answered ``message_id``: extract from it in the background (fire and forget),
-        once the conversation has paused for ``extract_after_s``, so that extraction never competes
-        with the reply to a message that follows at once."""
+    def after_message(self, conversation_id: ConversationId, message_id: int, person: str = OWNER) -> None:
+        """A chat turn answered ``message_id`` (written by ``person``): extract from it in the
+        background (fire and forget), into ``person``'s memory, once the conversation has paused
+        for ``extract_after_s``, so that extraction never competes with the reply to a message
+        that follows at once."""
         if not self.settings.enabled or self._closing:
             return
-        self._pending.setdefault(conversation_id, []).append(message_id)
+        self._pending.setdefault(conversation_id, []).append((message_id, person))
         self._arrivals[conversation_id] = self._arrivals.get(conversation_id, 0) + 1
         if conversation_id not in self._waiting:
             self._waiting.add(conversation_id)
@@ -144,8 +149,8 @@ class Memory:
                     break
         finally:
             self._waiting.discard(conversation_id)
-        for message_id in self._pending.pop(conversation_id, []):
-            await self._extract(conversation_id, message_id)
+        for message_id, person in self._pending.pop(conversation_id, []):
+            await self._extract(conversation_id, message_id, person)
 
     def _spawn(self, work: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(work, name=name)
@@ -158,7 +163,7 @@ class Memory:
         if not task.cancelled() and task.exception() is not None:
             log.error("memory.task_failed", task=task.get_name(), error=repr(task.exception()))
 
-    async def _extract(self, conversation_id: ConversationId, message_id: int) -> None:
+    async def _extract(self, conversation_id: ConversationId, message_id: int, person: str) -> None:
         lock = self._per_conversation.setdefault(conversation_id, asyncio.Lock())
         new = 0
         async with lock, self._slots:
@@ -178,37 +183,40 @@ class Memory:
                 return
             for kind, content, confidence in facts:
                 _, added = await self._store.memory.remember(kind, content, confidence=confidence, origin="extraction",
-                                                             conversation_id=str(conversation_id), source_turn_id=source_turn)
+                                                             conversation_id=str(conversation_id), source_turn_id=source_turn,
+                                                             person=person)
                 new += added
             log.info("memory.extracted", conversation=str(conversation_id), facts=len(facts), new=new)
         if new:
-            await self.maybe_summarize(conversation_id)
+            await self.maybe_summarize(conversation_id, person)
 
     async def remember(self, kind: FactType, content: str, *, conversation_id: ConversationId | None,
-                       turn_id: str | None) -> tuple[Fact, bool]:
-        """``memory.remember``: the model stores what the user asked it to keep."""
+                       turn_id: str | None, person: str = OWNER) -> tuple[Fact, bool]:
+        """``memory.remember``: the model stores what the user (``person``) asked it to keep."""
         fact, new = await self._store.memory.remember(kind, " ".join(content.split())[:MAX_FACT_CHARS], confidence=1.0,
                                                       origin="tool",
                                                       conversation_id=str(conversation_id) if conversation_id else None,
-                                                      source_turn_id=turn_id)
+                                                      source_turn_id=turn_id, person=person)
         if new and conversation_id is not None:
-            await self.maybe_summarize(conversation_id)
+            await self.maybe_summarize(conversation_id, person)
         return fact, new
 
-    async def maybe_summarize(self, conversation_id: ConversationId) -> None:
-        """Start a summary once ``summarize_after`` facts arrived since the last one (never two at once)."""
+    async def maybe_summarize(self, conversation_id: ConversationId, person: str = OWNER) -> None:
+        """Start ``person``'s summary once ``summarize_after`` of their facts arrived since their
+        last one (never two at once for one person)."""
         if not self.settings.enabled or self._closing:
             return
-        if self._summarizing is not None and not self._summarizing.done():
+        running = self._summarizing.get(person)
+        if running is not None and not running.done():
             return
-        if len(await self._store.memory.unsummarized()) >= self.settings.summarize_after:
-            self._summarizing = self._spawn(self._summarize(conversation_id), "memory:summary")
+        if len(await self._store.memory.unsummarized(person=person)) >= self.settings.summarize_after:
+            self._summarizing[person] = self._spawn(self._summarize(conversation_id, person), f"memory:summary:{person}")
 
-    async def _summarize(self, conversation_id: ConversationId) -> None:
-        facts = await self._store.memory.unsummarized()
+    async def _summarize(self, conversation_id: ConversationId, person: str) -> None:
+        facts = await self._store.memory.unsummarized(person=person)
         if len(facts) < self.settings.summarize_after:
             return
-        previous = await self._store.memory.latest_summary()
+        previous = await self._store.memory.latest_summary(person=person)
         listing = "\n".join(f"- [{f.type}] {f.content}" for f in facts)
         prompt = f"Previous summary:\n{previous.content if previous else '(none)'}\n\nNew facts:\n{listing}"
         scope_turn = new_turn_id()
@@ -219,7 +227,7 @@ class Memory:
         start = previous.period_start if previous else min(f.created_at for f in facts)
         stored = await self._store.memory.add_summary(text.strip()[:4000], period_start=start,
                                                       period_end=utc_iso(self._clock.now()),
-                                                      fact_ids=[f.id for f in facts], turn_id=scope_turn)
+                                                      fact_ids=[f.id for f in facts], turn_id=scope_turn, person=person)
         if stored is None:  # a fact was forgotten while the model wrote: the summary may mention it
             log.info("memory.summary_dropped", reason="a covered fact was forgotten meanwhile")
             return
@@ -250,14 +258,15 @@ class Memory:
 
     # the owner's control -------------------------------------------------------------------
 
-    async def search(self, query: str) -> list[dict[str, Any]]:
-        return await self._store.memory.search(query)
+    async def search(self, query: str, person: str = OWNER) -> list[dict[str, Any]]:
+        return await self._store.memory.search(query, person=person)
 
-    async def fact(self, fact_id: int) -> Fact | None:
-        return await self._store.memory.get(fact_id)
+    async def fact(self, fact_id: int, person: str = OWNER) -> Fact | None:
+        """``person``'s fact of that id (another person's is no fact for them)."""
+        return await self._store.memory.get(fact_id, person=person)
 
-    async def matching(self, query: str) -> list[Fact]:
-        return await self._store.memory.matching_facts(query)
+    async def matching(self, query: str, person: str = OWNER) -> list[Fact]:
+        return await self._store.memory.matching_facts(query, person=person)
 
     async def forget(self, fact_ids: list[int]) -> int:
         """Gone for good: the rows, the search index, and the summaries that covered them."""

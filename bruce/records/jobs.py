@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bruce.values import ExecutionMode, JobRunStatus, JobStatus, Notify
+from bruce.values import OWNER, ExecutionMode, JobRunStatus, JobStatus, Notify
 
 __all__ = ["JobRecord", "JobRunRecord"]
 
@@ -28,6 +28,7 @@ class JobRecord:
     dedup_key: str
     created_at: str
     updated_at: str
+    person: str = OWNER  # whose job: the owner, or a guest as '<channel>:<user id>'; a run acts as them
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "execution_mode", ExecutionMode(self.execution_mode))

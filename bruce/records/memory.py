@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bruce.values import FactStatus, FactType
+from bruce.values import OWNER, FactStatus, FactType
 
 __all__ = ["Fact", "MemorySummary"]
 
@@ -23,6 +23,7 @@ class Fact:
     created_at: str
     last_seen_at: str
     summarized_in: int | None
+    person: str = OWNER  # whose fact: the owner, or a guest as '<channel>:<user id>'
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "type", FactType(self.type))
@@ -41,6 +42,7 @@ class Fact:
             "created_at": self.created_at,
             "last_seen_at": self.last_seen_at,
             "summarized_in": self.summarized_in,
+            "person": self.person,
         }
 
 
@@ -51,6 +53,7 @@ class MemorySummary:
     period_start: str
     period_end: str
     created_at: str
+    person: str = OWNER
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -59,4 +62,5 @@ class MemorySummary:
             "period_start": self.period_start,
             "period_end": self.period_end,
             "created_at": self.created_at,
+            "person": self.person,
         }

@@ -1,7 +1,8 @@
 """Admission: who reaches the agent, and what a stranger is told.
 
 A sender is admitted when their channel has no access rule (the console), when they are in the
-channel's ``allowed_users``, or when they are paired (``paired_users``). Paired users are kept
+channel's ``allowed_users`` or under ``people.owner``, or when they are paired (``paired_users``).
+Who an admitted sender is (the owner or a guest) is ``person`` (``bruce.runtime.people``). Paired users are kept
 in memory, re-read every ``paired_refresh_s`` and looked up in the database on a miss, so a
 ``bruce pairing approve`` from another process lets the sender in at their next message and a
 ``revoke`` takes effect within ``paired_refresh_s``.
@@ -27,6 +28,7 @@ from bruce.channel import Channel, IncomingMessage
 from bruce.clock import Clock, utc_iso
 from bruce.limits import Quiet
 from bruce.runtime.pairing import new_code
+from bruce.runtime.people import person_of
 from bruce.store import Store
 from bruce.texts import PAIRING_FULL, STRANGER_REFUSED, pairing_code
 from bruce.values import PairingOutcome
@@ -55,10 +57,14 @@ class AccessSettings:
 
 class Access:
     def __init__(self, *, store: Store, clock: Clock, rules: Mapping[str, AccessRule],
-                 channels: Mapping[str, Channel], settings: AccessSettings | None = None) -> None:
+                 channels: Mapping[str, Channel], settings: AccessSettings | None = None,
+                 owners: Mapping[str, frozenset[str]] | None = None) -> None:
+        """``owners``: ``people.owner``'s ids by channel (admitted, and the owner); None when it is
+        not set (then every allowed user is the owner)."""
         self._store = store
         self._clock = clock
         self._rules = dict(rules)
+        self._owners = dict(owners) if owners is not None else None
         self._channels = channels
         self._settings = settings or AccessSettings()
         self._paired: dict[str, frozenset[str]] = {}
@@ -68,7 +74,7 @@ class Access:
 
     async def admits(self, channel: str, user_id: str) -> bool:
         rule = self._rules.get(channel)
-        if rule is None or user_id in rule.allowed_users:
+        if rule is None or user_id in rule.allowed_users or user_id in (self._owners or {}).get(channel, ()):
             return True
         now = self._clock.monotonic()
         if self._paired_at is None or now - self._paired_at >= self._settings.paired_refresh_s:
@@ -80,6 +86,10 @@ class Access:
             self._paired[channel] = self._paired.get(channel, frozenset()) | {user_id}
             return True
         return False
+
+    def person(self, channel: str, user_id: str | None) -> str:
+        """The person an admitted sender is: ``OWNER`` or a guest's key (``bruce.runtime.people``)."""
+        return person_of(channel, user_id, rules=self._rules, owners=self._owners)
 
     async def answer_stranger(self, message: IncomingMessage) -> None:
         """Tell a refused sender what they may do, if anything; never raises."""

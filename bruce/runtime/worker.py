@@ -36,7 +36,7 @@ from bruce.turns.commands import CommandName, parse_command
 from bruce.turns.conversations import Conversations
 from bruce.turns.runner import TurnOutcome
 from bruce.turns.scope import ToolFilter
-from bruce.values import ConversationId, DecisionOutcome, MessageKind, MessageStatus, TurnSource
+from bruce.values import OWNER, ConversationId, DecisionOutcome, MessageKind, MessageStatus, TurnSource
 
 __all__ = ["Worker", "WorkerSettings"]
 
@@ -61,10 +61,10 @@ class Worker:
         self, *, store: Store, llm: LLM, clock: Clock, conversations: Conversations, outbox: Outbox,
         recovery: Recovery, confirmations: Confirmations, served: Mapping[str, object], settings: WorkerSettings,
         access: Access, limiter: RateLimiter | None = None, zone: ZoneInfo | None = None,
-        on_answered: Callable[[ConversationId, int], None] | None = None,
+        on_answered: Callable[[ConversationId, int, str], None] | None = None,
     ) -> None:
-        """``on_answered(conversation_id, message_id)``: told after each message's turn (long-term
-        memory's extraction); None: nobody is."""
+        """``on_answered(conversation_id, message_id, person)``: told after each message's turn
+        (long-term memory's extraction, into that person's memory); None: nobody is."""
         self._limiter = limiter
         self._zone = zone or ZoneInfo("UTC")
         self._on_answered = on_answered
@@ -190,11 +190,13 @@ class Worker:
         self, conversation_id: ConversationId, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,
         job_id: str | None = None, tools: ToolFilter | None = None, quiet_token: str | None = None,
         owner_text: str | None = None,
+        person: str = OWNER,
     ) -> TurnOutcome:
-        """A turn without a message (see ``Conversations.run_proactive``), owned like a chat
-        turn: drained or cancelled at shutdown. Raises ``ShuttingDown`` once stopping."""
+        """A turn without a message (see ``Conversations.run_proactive``) as ``person`` (whose job
+        it runs), owned like a chat turn: drained or cancelled at shutdown. Raises
+        ``ShuttingDown`` once stopping."""
         work = self.conversations.run_proactive(conversation_id, prompt, source=source, job_id=job_id, tools=tools,
-                                                quiet_token=quiet_token, owner_text=owner_text)
+                                                quiet_token=quiet_token, owner_text=owner_text, person=person)
         return await self._owned(work, f"proactive:{conversation_id}")
 
     async def post(self, conversation_id: ConversationId, text: str) -> int:
@@ -220,12 +222,13 @@ class Worker:
         full) is tried again with backoff; a retry never redoes a tool that already acted: such
         a message is closed with what completed, as after a crash."""
         s = self._settings
+        person = self._access.person(conversation_id.channel, sender_id)  # the sender decides, even in a group
         for attempt in range(s.store_retries + 1):
             try:
                 async with self.conversations.lock(conversation_id):
-                    await self._handle(conversation_id, message_id, sender_id, retry=attempt > 0)
+                    await self._handle(conversation_id, message_id, sender_id, person, retry=attempt > 0)
                 if self._on_answered is not None:
-                    self._on_answered(conversation_id, message_id)
+                    self._on_answered(conversation_id, message_id, person)
                 break
             except StoreError as exc:
                 log.warning("worker.store_failed", conversation=str(conversation_id), message_id=message_id,
@@ -240,7 +243,7 @@ class Worker:
         self._maybe_fold(conversation_id)
 
     async def _handle(
-        self, conversation: ConversationId, message_id: int, sender_id: str | None, *, retry: bool,
+        self, conversation: ConversationId, message_id: int, sender_id: str | None, person: str, *, retry: bool,
     ) -> None:
         stored = await self._store.messages.get(message_id)
         if stored is None or stored.status is not MessageStatus.PENDING:
@@ -253,13 +256,15 @@ class Worker:
                 return
         command = parse_command(stored.text)
         if command is not None:
-            await self.conversations.handle_command(conversation, stored, command, sender_id)
+            await self.conversations.handle_command(conversation, stored, command, sender_id, person=person)
         else:
-            await self.conversations.answer(conversation, stored, sender_id)
+            await self.conversations.answer(conversation, stored, sender_id, person=person)
 
     async def _run_approved(self, action: PendingAction, user_id: str | None) -> None:
+        """Run as the person who asked for it (``user_id`` in its conversation's channel)."""
+        person = self._access.person(ConversationId.parse(action.conversation_id).channel, action.user_id)
         try:
-            await self.conversations.run_approved(action, user_id)
+            await self.conversations.run_approved(action, user_id, person=person)
         except Exception:  # left 'running': reported as interrupted at the next start
             log.exception("approvals.run_failed", confirmation=action.id)
 

@@ -26,13 +26,14 @@ class JobStore:
         self._db = db
 
     async def create(self, job: JobRecord, *, dedup_since: str) -> tuple[JobRecord, bool]:
-        """Store ``job``, unless a live job with the same ``dedup_key`` was created since
-        ``dedup_since``: then that one (and False). One transaction, so two identical requests
-        at once make one job."""
+        """Store ``job``, unless a live job of the same person with the same ``dedup_key`` was
+        created since ``dedup_since``: then that one (and False). One transaction, so two identical
+        requests at once make one job."""
         async with self._db.transaction() as db:
             async with db.execute(
-                "SELECT * FROM proactive_jobs WHERE dedup_key = ? AND created_at >= ? AND status IN (?, ?)"
-                " ORDER BY created_at LIMIT 1", (job.dedup_key, dedup_since, *_LIVE)) as cur:
+                "SELECT * FROM proactive_jobs WHERE dedup_key = ? AND person = ? AND created_at >= ?"
+                " AND status IN (?, ?) ORDER BY created_at LIMIT 1",
+                (job.dedup_key, job.person, dedup_since, *_LIVE)) as cur:
                 found: sqlite3.Row | None = await cur.fetchone()
             if found is not None:
                 return from_row(JobRecord, found), False
@@ -46,9 +47,14 @@ class JobStore:
         row = await self._db.row("SELECT * FROM proactive_jobs WHERE id = ?", (job_id,))
         return from_row(JobRecord, row) if row else None
 
-    async def for_conversation(self, conversation_id: str, *, live_only: bool = True) -> list[JobRecord]:
+    async def for_conversation(self, conversation_id: str, *, live_only: bool = True,
+                               person: str | None = None) -> list[JobRecord]:
+        """The conversation's jobs; given ``person``, only theirs."""
         sql = "SELECT * FROM proactive_jobs WHERE conversation_id = ?"
         params: list[Any] = [conversation_id]
+        if person is not None:
+            sql += " AND person = ?"
+            params.append(person)
         if live_only:
             sql += " AND status IN (?, ?)"
             params += _LIVE

@@ -2,7 +2,9 @@
 into the summary and start a fresh one), ``/usage``, ``/memory``, ``/forget ID``, ``/jobs`` and
 ``/help`` (for a channel that does not answer it itself: the console, the web chat).
 
-Each answer is a notice through the outbox that closes the command's message. The commands are
+Each answer is a notice through the outbox that closes the command's message. ``/memory``,
+``/forget`` and ``/jobs`` answer about the asking person's own facts and jobs only (the owner's or
+a guest's, ``bruce.runtime.people``); ``/usage`` is the owner's (a guest is told so). The commands are
 listed and parsed in ``bruce.turns.commands``; decisions (``/approve``, ``/deny``) are
 ``bruce.turns.decisions``'.
 """
@@ -21,11 +23,11 @@ from bruce.records import StoredMessage
 from bruce.runtime.outbox import Outbox
 from bruce.runtime.summarizer import Folded, fold_session
 from bruce.store import Store
-from bruce.texts import jobs_listing, memory_listing, new_session
+from bruce.texts import USAGE_IS_THE_OWNERS, jobs_listing, memory_listing, new_session
 from bruce.turns.agent_loop import LLM
 from bruce.turns.commands import Command, CommandName, help_text
 from bruce.turns.indicator import Indicator
-from bruce.values import ConversationId, MessageKind
+from bruce.values import OWNER, ConversationId, MessageKind, is_owner
 
 __all__ = ["ChatCommands"]
 
@@ -54,36 +56,39 @@ class ChatCommands:
         self._memory = memory
         self._summary_model = summary_model
 
-    async def handle(self, conversation: ConversationId, inbound: StoredMessage, command: Command) -> None:
-        """Answer the command (the caller holds the conversation's lock)."""
+    async def handle(self, conversation: ConversationId, inbound: StoredMessage, command: Command, *,
+                     person: str = OWNER) -> None:
+        """Answer ``person``'s command (the caller holds the conversation's lock)."""
         if command.name is CommandName.NEW:
             await self._new_session(conversation, inbound)
             return
-        await self._outbox.post(conversation, await self._answer(inbound, command),
+        await self._outbox.post(conversation, await self._answer(inbound, command, person),
                                 kind=MessageKind.NOTICE, inbound_id=inbound.id)
 
-    async def _answer(self, inbound: StoredMessage, command: Command) -> str:
+    async def _answer(self, inbound: StoredMessage, command: Command, person: str) -> str:
         if command.name is CommandName.USAGE:
+            if not is_owner(person):
+                return USAGE_IS_THE_OWNERS
             rows, hits = await usage_by_day(self._store, self._clock, self._zone, days=USAGE_DAYS)
             return usage_text(rows, hits, USAGE_DAYS)
         if command.name in (CommandName.MEMORY, CommandName.FORGET):
-            return await self._memory_command(command)
+            return await self._memory_command(command, person)
         if command.name is CommandName.HELP:
             return help_text(self._assistant, about=ABOUT)
         if command.name is CommandName.JOBS:
-            jobs = await self._store.jobs.for_conversation(inbound.conversation_id)
+            jobs = await self._store.jobs.for_conversation(inbound.conversation_id, person=person)
             return jobs_listing([JobView(job).line() for job in jobs])
         raise ValueError(f"not a chat command with an answer: /{command.name}")
 
-    async def _memory_command(self, command: Command) -> str:
+    async def _memory_command(self, command: Command, person: str) -> str:
         if self._memory is None:
             return "Long-term memory is not available here."
         if command.name is CommandName.MEMORY:
-            return memory_listing(await self._store.memory.facts(include_archived=False),
-                                  await self._store.memory.latest_summary())
+            return memory_listing(await self._store.memory.facts(include_archived=False, person=person),
+                                  await self._store.memory.latest_summary(person=person))
         if command.confirmation_id is None:
             return "Usage: /forget ID (the number /memory shows before a fact)."
-        fact = await self._memory.fact(int(command.confirmation_id))
+        fact = await self._memory.fact(int(command.confirmation_id), person)
         if fact is None:
             return f"There is no fact {command.confirmation_id} in memory; /memory lists them."
         await self._memory.forget([fact.id])

@@ -24,7 +24,7 @@ from bruce.turns.commands import Command, CommandName
 from bruce.turns.decisions import Decisions
 from bruce.turns.runner import TurnOutcome, TurnRunner
 from bruce.turns.scope import ToolFilter
-from bruce.values import ConversationId, TurnSource
+from bruce.values import OWNER, ConversationId, TurnSource
 
 __all__ = ["Conversations"]
 
@@ -46,18 +46,21 @@ class Conversations:
         """One turn at a time per conversation."""
         return self._locks.setdefault(conversation_id, asyncio.Lock())
 
-    async def answer(self, conversation: ConversationId, inbound: StoredMessage, sender_id: str | None) -> TurnOutcome:
-        """A chat turn for a stored message of ``conversation`` (the caller holds its lock)."""
-        return await self._runner.answer(conversation, inbound, sender_id)
+    async def answer(self, conversation: ConversationId, inbound: StoredMessage, sender_id: str | None, *,
+                     person: str = OWNER) -> TurnOutcome:
+        """A chat turn for a stored message of ``conversation`` written by ``person`` (the owner
+        or a guest, ``bruce.runtime.people``; the caller holds the conversation's lock)."""
+        return await self._runner.answer(conversation, inbound, sender_id, person=person)
 
     async def handle_command(
-        self, conversation: ConversationId, inbound: StoredMessage, command: Command, sender_id: str | None,
+        self, conversation: ConversationId, inbound: StoredMessage, command: Command, sender_id: str | None, *,
+        person: str = OWNER,
     ) -> None:
-        """A typed command in ``conversation`` (the caller holds its lock)."""
+        """A typed command of ``person`` in ``conversation`` (the caller holds its lock)."""
         if command.name in _DECISIONS:
-            await self._decisions.typed(conversation, inbound, command, sender_id)
+            await self._decisions.typed(conversation, inbound, command, sender_id, person=person)
         else:
-            await self._commands.handle(conversation, inbound, command)
+            await self._commands.handle(conversation, inbound, command, person=person)
 
     async def decide(
         self, conversation_id: ConversationId, user_id: str, confirmation_id: str, approve: bool,
@@ -65,21 +68,22 @@ class Conversations:
         """A decision from a button (``Decisions.decide``)."""
         return await self._decisions.decide(conversation_id, user_id, confirmation_id, approve)
 
-    async def run_approved(self, action: PendingAction, user_id: str | None) -> None:
-        """Run an approved action in its conversation's order, then report it."""
+    async def run_approved(self, action: PendingAction, user_id: str | None, *, person: str = OWNER) -> None:
+        """Run an approved action in its conversation's order, as ``person`` (who asked), then report it."""
         conversation = ConversationId.parse(action.conversation_id)  # a stored request
-        await self._decisions.run_approved(conversation, action, user_id, lock=self.lock(conversation))
+        await self._decisions.run_approved(conversation, action, user_id, lock=self.lock(conversation), person=person)
 
     async def run_proactive(
         self, conversation_id: ConversationId, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,
         job_id: str | None = None, tools: ToolFilter | None = None, quiet_token: str | None = None,
         owner_text: str | None = None,
+        person: str = OWNER,
     ) -> TurnOutcome:
         """A turn with no inbound message (``TurnRunner.run_proactive``), in the conversation's order."""
         await self._ensure(conversation_id)
         return await self._runner.run_proactive(conversation_id, prompt, lock=self.lock(conversation_id),
                                                 source=source, job_id=job_id, tools=tools, quiet_token=quiet_token,
-                                                owner_text=owner_text)
+                                                owner_text=owner_text, person=person)
 
     async def post(self, conversation_id: ConversationId, text: str) -> int:
         """A message that needs no model (a reminder): stored, then sent through the outbox."""

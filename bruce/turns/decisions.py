@@ -21,7 +21,7 @@ from bruce.store import Store
 from bruce.texts import command_usage, decision_text
 from bruce.turns.commands import Command, CommandName
 from bruce.turns.indicator import Indicator
-from bruce.values import ConversationId, DecisionOutcome, MessageKind
+from bruce.values import OWNER, ConversationId, DecisionOutcome, MessageKind
 
 __all__ = ["Decisions", "HistorySource"]
 
@@ -47,7 +47,8 @@ class Decisions:
         self._history = history
 
     async def typed(
-        self, cid: ConversationId, inbound: StoredMessage, command: Command, sender_id: str | None,
+        self, cid: ConversationId, inbound: StoredMessage, command: Command, sender_id: str | None, *,
+        person: str = OWNER,
     ) -> None:
         """A typed ``/approve ID`` or ``/deny ID`` (the caller holds the conversation's lock): an
         approved action runs at once, closing the message with its report; anything else is
@@ -61,7 +62,8 @@ class Decisions:
         if decision.outcome is DecisionOutcome.APPROVED and decision.action is not None:
             history = await self._history.history(cid, inbound.id)
             async with self._indicator.showing(cid):
-                await self._desk.run(cid, decision.action, history=history, user_id=sender_id, inbound_id=inbound.id)
+                await self._desk.run(cid, decision.action, history=history, user_id=sender_id, inbound_id=inbound.id,
+                                     person=person)
             return
         kind = MessageKind.CHAT if decision.outcome is DecisionOutcome.DENIED else MessageKind.NOTICE
         await self._outbox.post(cid, _decision_text(decision, command.confirmation_id), kind=kind,
@@ -87,12 +89,13 @@ class Decisions:
 
     async def run_approved(
         self, conversation: ConversationId, action: PendingAction, user_id: str | None, *, lock: asyncio.Lock,
+        person: str = OWNER,
     ) -> None:
-        """Run an approved action under ``lock`` (its conversation's order), then report it."""
+        """Run an approved action under ``lock`` (its conversation's order) as ``person``, then report it."""
         async with lock:
             history = await self._history.history(conversation)
             async with self._indicator.showing(conversation):
-                await self._desk.run(conversation, action, history=history, user_id=user_id)
+                await self._desk.run(conversation, action, history=history, user_id=user_id, person=person)
 
 
 def _decision_text(decision: Decision, confirmation_id: str) -> str:

@@ -46,7 +46,7 @@ from bruce.turns.grounding import check_links, produced_urls
 from bruce.turns.indicator import Indicator
 from bruce.turns.prompt import ScheduledRun, build_system_prompt
 from bruce.turns.scope import ToolFilter, TurnScope, new_turn_id
-from bruce.values import ConversationId, MessageKind, TurnSource, TurnStatus
+from bruce.values import OWNER, ConversationId, MessageKind, TurnSource, TurnStatus
 
 __all__ = ["TurnRunner", "TurnSettings", "TurnOutcome", "TurnTools"]
 
@@ -116,16 +116,18 @@ class TurnRunner:
 
     # entries -----------------------------------------------------------------------------
 
-    async def answer(self, cid: ConversationId, inbound: StoredMessage, sender_id: str | None) -> TurnOutcome:
-        """A chat turn for a stored message (the caller holds the conversation's lock). With the
-        day's LLM budget spent, a notice with the reset time instead, and no model call."""
+    async def answer(self, cid: ConversationId, inbound: StoredMessage, sender_id: str | None, *,
+                     person: str = OWNER) -> TurnOutcome:
+        """A chat turn for a stored message of ``person`` (the caller holds the conversation's lock).
+        With the day's LLM budget spent, a notice with the reset time instead, and no model call."""
         over = await self._budget.reached() if self._budget is not None else None
         if over is not None:
             log.warning("turn.over_budget", conversation=str(cid), tokens=over.tokens, usd=round(over.usd, 4))
             text = budget_reached(over, self._settings.zone)
             await self._outbox.post(cid, text, kind=MessageKind.NOTICE, inbound_id=inbound.id)
             return TurnOutcome("", False, text)
-        scope = TurnScope(turn_id=new_turn_id(), conversation_id=cid, user_id=sender_id, owner_text=inbound.text)
+        scope = TurnScope(turn_id=new_turn_id(), conversation_id=cid, user_id=sender_id, owner_text=inbound.text,
+                          person=person)
         with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=str(cid)):
             outcome = await self._turn(scope, inbound=inbound)
         await self._budget_warning(cid)
@@ -144,17 +146,18 @@ class TurnRunner:
     async def run_proactive(
         self, conversation_id: ConversationId, prompt: str, *, lock: asyncio.Lock, source: TurnSource = TurnSource.PROACTIVE,
         job_id: str | None = None, tools: ToolFilter | None = None, quiet_token: str | None = None,
-        owner_text: str | None = None,
+        owner_text: str | None = None, person: str = OWNER,
     ) -> TurnOutcome:
         """A turn with no inbound message (a scheduled briefing), run under ``lock`` (the
-        conversation's): ``prompt`` is its user-role instruction, the system prompt says it is a
-        scheduled run; tools limited by ``tools``, never one that needs approval; the answer goes
-        through the outbox. An answer that is exactly ``quiet_token`` is not sent (the outcome is
-        ``quiet``). ``owner_text``: the words that stand for the owner's in this run (a job's
-        content, written when it was made); None: the prompt itself (a briefing's configured text)."""
+        conversation's) as ``person`` (whose job it is: their memory, their tools): ``prompt`` is
+        its user-role instruction, the system prompt says it is a scheduled run; tools limited by
+        ``tools``, never one that needs approval; the answer goes through the outbox. An answer
+        that is exactly ``quiet_token`` is not sent (the outcome is ``quiet``). ``owner_text``: the
+        words that stand for the asker's in this run (a job's content, written when it was made);
+        None: the prompt itself (a briefing's configured text)."""
         scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation_id, user_id=None, source=source,
                           unattended=True, tool_filter=tools, scheduled=ScheduledRun(job_id, quiet_token),
-                          owner_text=prompt if owner_text is None else owner_text)
+                          owner_text=prompt if owner_text is None else owner_text, person=person)
         async with lock:
             with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=str(conversation_id),
                                                          job=job_id):
@@ -227,7 +230,7 @@ class TurnRunner:
         s = self._settings
         view, memory = await asyncio.gather(  # two reads queued at once: one wait for the database thread
             self._turn_view(scope.conversation, inbound.id if inbound else None),
-            self._memory.context() if self._memory is not None else _nothing_remembered())
+            self._memory.context(scope.person) if self._memory is not None else _nothing_remembered())
         system_prompt = build_system_prompt(
             system_prompt=s.system_prompt, name=s.name, summary=view.summary.summary if view.summary else None,
             now=self._clock.now(), zone=s.zone,

@@ -10,7 +10,7 @@ from bruce.channel import ConfirmationRequest
 from bruce.contracts import ToolContract, ToolResult
 from bruce.turns.progress import NO_PROGRESS, Progress
 from bruce.turns.prompt import ScheduledRun
-from bruce.values import ConversationId, ToolStatus, TurnSource
+from bruce.values import OWNER, ConversationId, ToolStatus, TurnSource
 
 __all__ = ["TurnScope", "ToolFilter", "new_turn_id"]
 
@@ -35,9 +35,12 @@ class TurnScope:
     # untrusted text is in the turn: a tool with ``untrusted_output`` ran (the registry sets it), or the
     # turn started so (a run of an untrusted job, an MCP client's call). Never set back to False.
     tainted: bool = False
-    # the owner's own words in this turn: the inbound message's text, a scheduled run's instruction (written
+    # the asker's own words in this turn (the owner's, or a guest's in a guest's turn): the inbound message's text, a scheduled run's instruction (written
     # when the job was made) or a briefing's configured prompt. A URL found here was not composed by the model.
     owner_text: str = ""
+    # whose turn: the owner, or a guest as '<channel>:<user id>' (``bruce.runtime.people``); a guest's
+    # turn sees only their memory and jobs, and only ``access.guest_tools`` (the registry enforces it)
+    person: str = OWNER
     _llm_seq: int = 0
     confirmations: list[ConfirmationRequest] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)  # every tool call of the turn, by contract name

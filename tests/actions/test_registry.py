@@ -208,3 +208,20 @@ def test_the_idempotency_key_format_stays_what_earlier_versions_stored():
     assert idempotency_key("files.write", "test:c1", {"path": "a.txt", "content": "é"}) == expected
     assert idempotency_key("files.write", None, {}) == hashlib.sha256(
         b"files.write\x00None\x00{}").hexdigest()[:32]
+
+
+async def test_a_guests_turn_gets_only_the_guest_tools_never_a_risky_one(app):
+    from bruce.contracts import ToolCall
+    from bruce.turns.scope import TurnScope
+    from bruce.values import ConversationId
+
+    app.registry.register(contract("test.low"), nothing)  # not in access.guest_tools
+    scope = TurnScope(turn_id="t-guest", conversation_id=ConversationId("test", "c1"), user_id="222",
+                      person="telegram:222")
+    offered = {d["function"]["name"] for d in app.registry.definitions(scope)}
+    assert "clock_now" in offered and not offered & {"test_low", "http_post", "files_write", "artifact_save"}
+    assert "test_low" in {d["function"]["name"] for d in app.registry.definitions()}  # the owner's turn has it
+    await app.store.messages.ensure_conversation("test:c1", "test", "c1")
+    await app.store.messages.start_turn("t-guest", "test:c1", source="chat", inbound_message_id=None)
+    result = await app.registry.execute(ToolCall("c1", "test_low", "{}"), scope)
+    assert result.status == "denied" and result.error == "The tool test.low is not available in this turn."

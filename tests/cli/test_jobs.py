@@ -61,6 +61,19 @@ async def test_list_shows_every_conversations_jobs_with_the_next_run_in_local_ti
     assert listed[briefing.id]["execution_mode"] == "agent" and listed[briefing.id]["status"] == "active"
 
 
+async def test_list_shows_whose_each_job_is(app, bruce, capsys):
+    reminder, _ = await two_jobs(app)
+    guests = (await app.jobs.create(ConversationId("test", "c1"), {"execution_mode": "message", "content": "Feed cat",
+                                                                    "in_seconds": 60}, person="telegram:222")).job
+    code, out, _ = await bruce(capsys, "list")
+    header, *lines = out.splitlines()
+    assert "PERSON" in header
+    whose = {line.split()[0]: line.split()[2] for line in lines}
+    assert whose[reminder.id] == "owner" and whose[guests.id] == "telegram:222"
+    code, out, _ = await bruce(capsys, "list", "--json")
+    assert {j["job_id"]: j["person"] for j in json.loads(out)}[guests.id] == "telegram:222"
+
+
 async def test_pause_resume_cancel_change_the_job_and_say_so(app, bruce, capsys):
     reminder, briefing = await two_jobs(app)
     code, out, _ = await bruce(capsys, "pause", briefing.id)
@@ -151,7 +164,7 @@ async def test_the_table_has_aligned_columns_one_line_per_job_and_needs_no_table
                                               "content": "Line one\nline two, and a good deal more after it"})).job
     code, out, _ = await bruce(capsys, "list")
     header, row = out.splitlines()
-    assert header.split() == ["ID", "CONVERSATION", "MODE", "STATUS", "NEXT", "RUN", "SCHEDULE", "CONTENT"]
+    assert header.split() == ["ID", "CONVERSATION", "PERSON", "MODE", "STATUS", "NEXT", "RUN", "SCHEDULE", "CONTENT"]
     assert row.startswith(long.id) and header.index("CONTENT") == row.index("Line one line two")
     assert row.endswith("Line one line two, and a good deal mo...")  # cut to 40 characters
     assert header.index("NEXT RUN") == row.index("Wed 2026-12-02 10:00 -03")

@@ -39,6 +39,23 @@ async def _remember(db: Path, clock: FakeClock, facts: list[tuple[FactType, str]
         await store.close()
 
 
+def test_list_shows_whose_each_fact_is(capsys: pytest.CaptureFixture[str], config: Path, tmp_path: Path,
+                                       clock: FakeClock) -> None:
+    async def plant() -> None:
+        store = await Store.open(tmp_path / "bruce.db", clock)
+        try:
+            for person in ("owner", "telegram:222"):
+                await store.memory.remember(FactType.FACT, f"Fact of {person}", confidence=1, origin="tool",
+                                            conversation_id=None, source_turn_id=None, person=person)
+        finally:
+            await store.close()
+
+    asyncio.run(plant())
+    code, out, _ = bruce(capsys, config, "list")
+    assert [line.split()[1] for line in out.splitlines()] == ["owner", "telegram:222"]
+    assert [f["person"] for f in json.loads(bruce(capsys, config, "list", "--json")[1])] == ["owner", "telegram:222"]
+
+
 @pytest.fixture
 def facts(tmp_path: Path, config: Path, clock: FakeClock) -> list[int]:
     return asyncio.run(_remember(tmp_path / "bruce.db", clock, [

@@ -17,7 +17,7 @@ import yaml
 
 from bruce.records import Fact, MemorySummary
 from bruce.turns.prompt import memory_part
-from bruce.values import FactType
+from bruce.values import ConversationId, FactType
 from tests.fakes.llm_server import Step
 from tests.helpers import db_rows, rows, say
 
@@ -346,3 +346,19 @@ async def test_shutdown_with_an_extraction_in_flight_leaves_no_half_written_rows
     assert db_rows(app.config.storage.path, "SELECT id FROM memory_facts") == []
     (turn,) = db_rows(app.config.storage.path, "SELECT status, error FROM turns WHERE source = 'memory'")
     assert turn == {"status": "interrupted", "error": "interrupted by shutdown"}
+
+
+async def test_each_person_has_their_own_facts_and_summary(mem_app, fake_llm):
+    await mem_app.store.messages.ensure_conversation("test:c9", "test", "c9")
+    guest = "telegram:222"
+    await mem_app.memory.remember(FactType.FACT, "Daughter is Ana", conversation_id=None, turn_id=None)
+    fake_llm.add(Step.text("A guest who plays chess."), model="memory")
+    for n in range(5):  # summarize_after: 5 of the guest's facts make the guest's summary
+        await mem_app.memory.remember(FactType.FACT, f"Plays chess opening {n}", conversation_id=ConversationId(
+            "test", "c9"), turn_id=None, person=guest)
+    await mem_app.memory.wait_idle()
+    owners, guests = await mem_app.memory.context(), await mem_app.memory.context(guest)
+    assert "Daughter is Ana" in owners and "chess" not in owners
+    assert "Plays chess opening 4" in guests and "A guest who plays chess." in guests and "Ana" not in guests
+    assert await rows(mem_app, "SELECT person FROM memory_summaries") == [{"person": guest}]
+    assert await mem_app.memory.fact(1, guest) is None and await mem_app.memory.search("Ana", guest) == []

@@ -71,10 +71,11 @@ def test_records_are_frozen_and_facts_and_summaries_read_as_dicts():
                 summarized_in=None)
     assert fact.as_dict() == {"id": 1, "type": "preference", "content": "Tea, no sugar.", "confidence": 0.9,
                               "status": "active", "origin": "owner", "conversation_id": None,
-                              "source_turn_id": None, "created_at": "a", "last_seen_at": "b", "summarized_in": None}
+                              "source_turn_id": None, "created_at": "a", "last_seen_at": "b", "summarized_in": None,
+                              "person": "owner"}
     summary = MemorySummary(id=2, content="Likes tea.", period_start="a", period_end="b", created_at="c")
     assert summary.as_dict() == {"id": 2, "content": "Likes tea.", "period_start": "a", "period_end": "b",
-                                 "created_at": "c"}
+                                 "created_at": "c", "person": "owner"}
     with pytest.raises(dataclasses.FrozenInstanceError):
         fact.content = "Coffee."  # type: ignore[misc]
 

@@ -159,3 +159,13 @@ async def test_unsent_runs_whose_message_went_out_since_are_delivered(store):
     assert await store.jobs.mark_sent_runs() == 1
     run = await store.jobs.run_for("j1", "T1")
     assert run is not None and (run.status, run.error) == (JobRunStatus.DELIVERED, None)
+
+
+async def test_the_same_job_of_another_person_is_another_job_and_listings_can_keep_to_one_person(app):
+    await app.store.messages.ensure_conversation("test:c1", "test", "c1")
+    since = "2026-12-02T11:50:00+00:00"
+    owners, _ = await app.store.jobs.create(a_job(app), dedup_since=since)
+    guests, created = await app.store.jobs.create(replace(a_job(app, "j2"), person="telegram:222"), dedup_since=since)
+    assert created and guests.id == "j2" and owners.person == "owner"
+    assert [j.id for j in await app.store.jobs.for_conversation("test:c1", person="telegram:222")] == ["j2"]
+    assert [j.id for j in await app.store.jobs.for_conversation("test:c1")] == ["j1", "j2"]

@@ -110,3 +110,25 @@ async def test_forget_all_empties_facts_summaries_and_search(store):
     await store.memory.add_summary("One.", period_start="s", period_end="e", fact_ids=[a.id], turn_id=None)
     assert await store.memory.forget_all() == 2
     assert (await store.memory.facts(), await store.memory.summaries(), await store.memory.search("one")) == ([], [], [])
+
+
+async def test_each_person_has_their_own_facts_summaries_search_and_read_path(store, clock):
+    since = clock.now().isoformat()
+    owners, _ = await remember(store, "Lives in Porto.")
+    guests, new = await remember(store, "Lives in Porto.", person="telegram:222")  # the same words: another fact
+    assert new and guests.id != owners.id and (owners.person, guests.person) == ("owner", "telegram:222")
+    assert await store.memory.context(limit=10, since=since) == ([owners], None)
+    assert await store.memory.context(limit=10, since=since, person="telegram:222") == ([guests], None)
+    assert [h["id"] for h in await store.memory.search("Porto", person="telegram:222")] == [guests.id]
+    assert await store.memory.get(owners.id, person="telegram:222") is None
+    assert [f.id for f in await store.memory.facts(person="owner")] == [owners.id]
+    assert [f.id for f in await store.memory.facts()] == [owners.id, guests.id]  # the machine sees everyone's
+
+    summary = await store.memory.add_summary("They live in Porto.", period_start=since, period_end=since,
+                                             fact_ids=[guests.id], turn_id=None, person="telegram:222")
+    assert summary is not None and await store.memory.latest_summary() is None
+    assert (await store.memory.latest_summary(person="telegram:222")).content == "They live in Porto."
+    assert await store.memory.add_summary("x", period_start=since, period_end=since, fact_ids=[owners.id],
+                                          turn_id=None, person="telegram:222") is None  # not theirs to fold
+    assert await store.memory.forget([guests.id]) == 1  # the guest's summary goes with it, the owner's fact stays
+    assert await store.memory.summaries() == [] and [f.id for f in await store.memory.facts()] == [owners.id]

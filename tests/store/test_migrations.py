@@ -9,7 +9,7 @@ import pytest
 
 from bruce.errors import StoreError
 from bruce.store import Store
-from bruce.store.migrations import MIGRATIONS, SCHEMA
+from bruce.store.migrations import MIGRATIONS, SCHEMA, versions
 from tests.helpers import db_rows
 
 
@@ -92,10 +92,22 @@ async def test_an_older_database_is_migrated_with_its_data(tmp_path, clock):
 
 
 def test_migrations_are_the_schema_files_in_version_order():
-    """Each ``vNN_*.sql`` file is one version, in its place: a gap, a second file for one
-    version or a misnamed file fails here, not on the owner's database."""
-    names = sorted(path.name for path in SCHEMA.iterdir())
-    assert names == [f"v{n:02d}_{name.split('_', 1)[1]}" for n, name in enumerate(names, start=1)]
-    assert all(name.endswith(".sql") for name in names)
-    assert MIGRATIONS == [(SCHEMA / name).read_text(encoding="utf-8") for name in names]
-    assert len(MIGRATIONS) >= 11
+    """Each ``vNN_*.sql`` file is version NN, in its place; a number with no file is an empty step
+    (the versions after it keep their numbers); a second file for one version or a misnamed file
+    fails here, not on the owner's database."""
+    found = versions(SCHEMA)
+    assert sorted(path.name for path in SCHEMA.iterdir()) == sorted(path.name for path in found.values())
+    assert len(MIGRATIONS) == max(found) >= 13
+    for number, script in enumerate(MIGRATIONS, start=1):
+        assert script == (found[number].read_text(encoding="utf-8") if number in found else "")
+
+
+def test_two_scripts_for_one_version_or_a_misnamed_script_are_refused(tmp_path):
+    (tmp_path / "v01_first.sql").write_text("SELECT 1;")
+    (tmp_path / "v01_again.sql").write_text("SELECT 2;")
+    with pytest.raises(ValueError, match="two scripts for version 1"):
+        versions(tmp_path)
+    (tmp_path / "v01_again.sql").unlink()
+    (tmp_path / "v2-bad.sql").write_text("SELECT 2;")
+    with pytest.raises(ValueError, match="v2-bad.sql"):
+        versions(tmp_path)

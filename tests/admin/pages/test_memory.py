@@ -45,7 +45,7 @@ async def test_the_page_lists_facts_newest_first_and_summaries(app, admin):
     assert [f["content"] for f in body["facts"]] == ["Likes green tea", "Daughter is Ana"]
     assert body["facts"][0] == tea.as_dict() and body["facts"][1]["status"] == "active"
     assert [s["content"] for s in body["summaries"]] == ["The owner's family: a daughter, Ana."]
-    assert set(body["summaries"][0]) == {"id", "content", "period_start", "period_end", "created_at"}
+    assert set(body["summaries"][0]) == {"id", "content", "period_start", "period_end", "created_at", "person"}
 
 
 async def test_forgetting_a_fact_from_the_page_removes_it(app, admin):
@@ -141,3 +141,15 @@ async def test_an_unknown_fact_is_a_404_naming_it(app, admin):
     page = await admin.post("/memory/999/forget", data={"csrf": csrf}, allow_redirects=False)
     assert page.status == 404 and "no memory fact 999" in await page.text()
     assert await app.store.memory.get(fact.id) is not None
+
+
+async def test_the_page_shows_whose_each_fact_is(app, admin):
+    await remember(app, "Daughter is Ana")
+    await app.store.memory.remember(FactType.FACT, "Plays chess", confidence=1.0, origin="tool", conversation_id=None,
+                                    source_turn_id=None, person="telegram:222")
+    await logged_in(admin)
+    html = await (await admin.get("/memory")).text()
+    assert "<th>Person</th>" in html and "<td>telegram:222</td>" in html and "<td>owner</td>" in html
+    body = await (await admin.get("/api/memory", headers=BEARER)).json()
+    assert {f["content"]: f["person"] for f in body["facts"]} == {"Daughter is Ana": "owner",
+                                                                  "Plays chess": "telegram:222"}
