@@ -105,7 +105,7 @@ async def test_a_reminder_in_two_minutes_from_a_chat_turn(app, fake_llm, channel
     assert job == {
         "job_id": job["job_id"], "status": "active", "execution_mode": "message", "content": "Call Ana.",
         "description": f"once, Wed 2026-12-02 09:02 -03 {ZONE}", "next_run": f"Wed 2026-12-02 09:02 -03 {ZONE}",
-        "notify": "always", "flagged": None, "created": True,
+        "notify": "always", "flagged": None, "untrusted": False, "created": True,
     }
     assert channel.texts() == ["I'll remind you at 09:02."]  # the claim is backed: no correction, no note
     stored = await app.store.jobs.get(job["job_id"])
@@ -324,7 +324,7 @@ async def test_pause_resume_and_reschedule(app):
     assert moved.output == {
         "job_id": job_id, "status": "active", "execution_mode": "message", "content": "Call Ana.",
         "description": "At 07:30 (Europe/Lisbon)", "next_run": "Thu 2026-12-03 07:30 WET (Europe/Lisbon)",
-        "notify": "always", "flagged": None,
+        "notify": "always", "flagged": None, "untrusted": False,
     }
     stored = await app.store.jobs.get(job_id)
     assert (stored.schedule_kind, stored.schedule_value, stored.timezone) == ("cron", "30 7 * * *", "Europe/Lisbon")
