@@ -3,6 +3,7 @@ single use across clicks, coroutines and processes."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any
 
@@ -29,7 +30,7 @@ class ConfirmationStore:
             " arguments, preview, step_up, status, created_at, expires_at, untrusted)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
             (confirmation_id, conversation_id, user_id, turn_id, call_id, tool_name, to_json(arguments),
-             None if preview is None else to_json(preview), int(step_up), self._db.now(), expires_at, int(untrusted)),
+             None if preview is None else json.dumps(preview, ensure_ascii=False, default=str), int(step_up), self._db.now(), expires_at, int(untrusted)),
         )
 
     async def get(self, confirmation_id: str) -> ConfirmationRecord | None:
