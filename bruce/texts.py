@@ -164,8 +164,8 @@ def unlinked(text: str) -> str:
 def job_held(job_id: str, tool: str, arguments: str) -> str:
     """An untrusted job's run stopped at a tool that needs a yes: what it wanted, short, inert
     (control characters written out, no clickable link, inside a code span it cannot leave)."""
-    shown = " ".join(visible(arguments).split())
-    shown = unlinked(shown if len(shown) <= 200 else shown[:197] + "...").replace("`", "'")
+    shown = unlinked(" ".join(visible(arguments).split())).replace("`", "'")
+    shown = shown if len(shown) <= 200 else shown[:197] + "..."
     return (f"Scheduled job {job_id} stopped before running {tool} with `{shown}`: that needs your yes, and this "
             "job is untrusted (it was made or changed after untrusted text, such as a web page, entered a chat). "
             "Nothing of it was done and its answer was not sent. If you want it, ask me in chat; if not, cancel the "

@@ -259,8 +259,8 @@ class _Proactive:
         return view.as_dict()
 
 
-_WHY = ("Untrusted text (a web page, a search result or an MCP result) entered this turn, and the model asks to "
-        "{what}. Approve only if you asked for this job yourself. It would be stored as untrusted.")
+_WHY = ("After untrusted text (a page, a search result, an MCP result or client) entered this turn, the model "
+        "asks to {what}. Approve only if you asked for it; it is stored as untrusted.")
 
 
 def _asks(ctx: ToolContext) -> bool:

@@ -83,7 +83,7 @@ class JobView:
         content = j.content if len(j.content) <= _PREVIEW_CHARS else (
             f"{j.content[:_PREVIEW_CHARS]}... ({len(j.content) - _PREVIEW_CHARS} more characters)")
         lines = [what,
-                 f"mode: {j.execution_mode} (each run carries out the content as an instruction, with tools)"
+                 f"mode: {j.execution_mode} (each run carries out the content, with tools)"
                  if j.execution_mode is ExecutionMode.AGENT else f"mode: {j.execution_mode}",
                  f"schedule: {j.description}", f"next run: {self.next_run_local or '-'}"]
         if j.execution_mode is ExecutionMode.AGENT:
