@@ -158,7 +158,8 @@ async def tool_server(config: Config, *, transport: str, redactor: Redactor | No
     try:
         confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
         jobs = JobBook(store=store, clock=clock, zone=config.assistant.zone, admin_base_url=config.admin.base_url,
-                       dedup_window_s=config.scheduler.dedup_window_s)
+                       dedup_window_s=config.scheduler.dedup_window_s,
+                       max_live_jobs=config.scheduler.max_active_jobs)
         if on_job_changed is not None:
             jobs.subscribe(on_job_changed)
         registry = await _registry(config, store, clock, redactor, confirmations, jobs)
@@ -268,7 +269,7 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
     llm = LLMService(config.llm, store=store, clock=clock, environ=environ, budget=budget if budget.enabled else None)
     confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
     jobs = JobBook(store=store, clock=clock, zone=config.assistant.zone, admin_base_url=config.admin.base_url,
-                   dedup_window_s=config.scheduler.dedup_window_s)
+                   dedup_window_s=config.scheduler.dedup_window_s, max_live_jobs=config.scheduler.max_active_jobs)
     memory = _memory(config, store, llm, clock)
     registry = await _registry(config, store, clock, redactor, confirmations, jobs, memory)
     channels = _configured_channels(config, clock)

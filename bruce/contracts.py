@@ -182,6 +182,7 @@ class ToolContext:
     now: datetime | None = field(default=None)
     untrusted: bool = False  # untrusted text is in the turn that makes this call (``TurnScope.tainted``)
     person: str = OWNER  # whose call: memory and jobs are this person's (``TurnScope.person``)
+    approved: bool = False  # the user said yes to this very call (or a trusted MCP client's user did)
 
 
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]

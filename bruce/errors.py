@@ -15,7 +15,8 @@ BruceError
 │   └── ChannelSendError   a send failed; ``retryable`` and ``retry_after`` tell the outbox what to do
 └── ToolError              raised by tool handlers; turned into a result for the model
     ├── ToolInputInvalid   the arguments do not fit the tool's input schema
-    └── ToolFailed         the tool ran and failed in a way it can explain
+    ├── ToolFailed         the tool ran and failed in a way it can explain
+    └── NeedsConfirmation  this call needs the user's yes first (raised before acting; the registry asks)
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = [
     "ToolError",
     "ToolInputInvalid",
     "ToolFailed",
+    "NeedsConfirmation",
 ]
 
 
@@ -134,6 +136,18 @@ class ToolFailed(ToolError):
     def __init__(self, message: str, *, code: str = "failed") -> None:
         self.code = code
         super().__init__(message)
+
+
+class NeedsConfirmation(ToolError):
+    """The handler found that this call needs the user's yes (an agent job asked for in a tainted
+    turn), before doing anything. The registry then asks, as for a contract that needs
+    confirmation, showing ``preview``; the approved call runs with ``ToolContext.approved``."""
+
+    code = "awaiting_confirmation"
+
+    def __init__(self, preview: str) -> None:
+        self.preview = preview
+        super().__init__("this call needs the user's approval first")
 
 
 class ChannelError(BruceError):

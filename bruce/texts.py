@@ -7,11 +7,13 @@ waits for approval, is named.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from bruce.safe_text import visible
 from bruce.values import DecisionOutcome, ExecutionMode
 
 __all__ = [
@@ -19,6 +21,8 @@ __all__ = [
     "budget_warning",
     "rate_limited",
     "job_missed",
+    "job_held",
+    "unlinked",
     "jobs_listing",
     "LLM_DOWN",
     "INTERNAL_ERROR",
@@ -144,6 +148,28 @@ def job_missed(content: str, when: str, mode: ExecutionMode) -> str:
     shown = content if len(content) <= 300 else content[:297] + "..."
     return (f"I was not running when this {what} was due ({when}), and it is too late to send it now, "
             f"so it was not sent: {shown}")
+
+
+_SCHEME = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,20}):(//)|\b(mailto|tel|sms|tg|javascript|data|file):()")
+_DOT = re.compile(r"(?<=[A-Za-z0-9-])\.(?=[A-Za-z])")
+
+
+def unlinked(text: str) -> str:
+    """``text`` with nothing a chat client would turn into a link: ``http://a.example/x`` reads
+    ``http[:]//a[.]example/x`` (schemes like ``mailto:`` too; dots before a letter, as in a domain)."""
+    text = _SCHEME.sub(lambda m: f"{m.group(1) or m.group(3)}[:]{m.group(2) or ''}", text)
+    return _DOT.sub("[.]", text)
+
+
+def job_held(job_id: str, tool: str, arguments: str) -> str:
+    """An untrusted job's run stopped at a tool that needs a yes: what it wanted, short, inert
+    (control characters written out, no clickable link, inside a code span it cannot leave)."""
+    shown = unlinked(" ".join(visible(arguments).split())).replace("`", "'")
+    shown = shown if len(shown) <= 200 else shown[:197] + "..."
+    return (f"Scheduled job {job_id} stopped before running {tool} with `{shown}`: that needs your yes, and this "
+            "job is untrusted (it was made or changed after untrusted text, such as a web page, entered a chat). "
+            "Nothing of it was done and its answer was not sent. If you want it, ask me in chat; if not, cancel the "
+            f"job (ask me, or `bruce jobs cancel {job_id}`). I say this once until the job is changed.")
 
 
 def jobs_listing(lines: list[str]) -> str:

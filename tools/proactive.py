@@ -14,6 +14,12 @@ made in the last ten minutes for the same request (``created: false``), but only
 job is live. A registry replay would hand back the first result even after the job was
 cancelled or had fired ("remind me again in 2 minutes"), saying a reminder exists that does not.
 
+Trust (issue 30): once untrusted text entered the turn (``ctx.untrusted``: a web page, a search
+result, an MCP result, or an MCP client's call), a job made, resumed or rescheduled is stored
+``untrusted`` and its runs start tainted; making, resuming or rescheduling an *agent-mode* job then
+needs the owner's yes first (``NeedsConfirmation``, with the job's content and schedule as the
+preview). Message-mode jobs do not ask: their text is sent as written, no tool runs.
+
 Failure codes: ``invalid_args``; ``unavailable`` (no scheduler in this process, e.g. the tool
 list of ``bruce tools``, or a call outside a conversation).
 """
@@ -25,7 +31,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from bruce.contracts import Risk, ToolContext, ToolContract, ToolHandler
-from bruce.errors import ToolFailed, ToolInputInvalid
+from bruce.errors import NeedsConfirmation, ToolFailed, ToolInputInvalid
 from bruce.jobs.book import MAX_CONTENT_CHARS, JobBook, JobError, JobView
 from bruce.jobs.schedule import SCHEDULE_FIELDS, ScheduleError
 from bruce.values import ConversationId, ExecutionMode, JobStatus, Notify
@@ -67,6 +73,7 @@ _JOB: dict[str, Any] = {
         "next_run": {"type": ["string", "null"], "description": "local time, e.g. Wed 2026-12-02 09:02 -03 (...)"},
         "notify": {"type": "string", "enum": _NOTIFY},
         "flagged": {"type": ["string", "null"]},
+        "untrusted": {"type": "boolean", "description": "made or changed after untrusted text entered a turn"},
     },
     "required": ["job_id", "status", "execution_mode", "content", "description", "next_run"],
 }
@@ -213,7 +220,10 @@ class _Proactive:
     async def create(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         jobs, conversation = self._where(ctx)
         with _for_the_model():
-            view = await jobs.create(conversation, args, person=ctx.person)
+            if _asks(ctx) and args.get("execution_mode") == ExecutionMode.AGENT:
+                draft = await jobs.draft(conversation, args)
+                raise NeedsConfirmation(draft.preview(_WHY.format(what="make a new agent job")))
+            view = await jobs.create(conversation, args, person=ctx.person, untrusted=ctx.untrusted)
         return {**view.as_dict(), "created": view.created}
 
     async def list(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -233,10 +243,13 @@ class _Proactive:
             view: JobView
             if action == "pause":
                 view = await jobs.pause(conversation, job_id, person=ctx.person)
-            elif action == "resume":
-                view = await jobs.resume(conversation, job_id, person=ctx.person)
+                return view.as_dict()
+            if _asks(ctx):
+                await _ask_to_change(jobs, conversation, job_id, action, schedule, ctx.person)
+            if action == "resume":
+                view = await jobs.resume(conversation, job_id, person=ctx.person, untrusted=ctx.untrusted)
             else:
-                view = await jobs.reschedule(conversation, job_id, schedule, person=ctx.person)
+                view = await jobs.reschedule(conversation, job_id, schedule, person=ctx.person, untrusted=ctx.untrusted)
         return view.as_dict()
 
     async def cancel(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -244,6 +257,26 @@ class _Proactive:
         with _for_the_model():
             view = await jobs.cancel(conversation, args.get("job_id"), person=ctx.person)
         return view.as_dict()
+
+
+_WHY = ("After untrusted text (a page, a search result, an MCP result or client) entered this turn, the model "
+        "asks to {what}. Approve only if you asked for it; it is stored as untrusted.")
+
+
+def _asks(ctx: ToolContext) -> bool:
+    """Untrusted text is in the turn and nobody said yes to this call yet."""
+    return ctx.untrusted and not ctx.approved
+
+
+async def _ask_to_change(jobs: JobBook, conversation: ConversationId, job_id: Any, action: str,
+                         schedule: dict[str, Any], person: str) -> None:
+    """Resuming a paused agent job, or rescheduling one, in a tainted turn needs the owner's yes:
+    ``NeedsConfirmation`` with the job as it would run (message-mode jobs go ahead)."""
+    job = await jobs.get(conversation, job_id, person=person)
+    if job.execution_mode is not ExecutionMode.AGENT or (action == "resume" and job.status is JobStatus.ACTIVE):
+        return
+    planned = await jobs.planned(conversation, job_id, action, schedule, person=person)
+    raise NeedsConfirmation(planned.preview(_WHY.format(what=f"{action} agent job {job.id}")))
 
 
 def proactive_tools(jobs: JobBook | None) -> list[tuple[ToolContract, ToolHandler]]:

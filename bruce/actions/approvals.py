@@ -53,7 +53,8 @@ class ApprovalDesk:
         runs on the guest's memory, with the guest's tools), then report it. With ``inbound_id``
         (a typed ``/approve``), that message is closed with the report."""
         scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation, user_id=user_id,
-                          source=TurnSource.CONFIRMATION, person=person)
+                          source=TurnSource.CONFIRMATION, person=person,
+                          tainted=action.untrusted)  # asked in a tainted turn: its action runs tainted
         with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=action.conversation_id):
             await self._store.messages.start_turn(scope.turn_id, action.conversation_id,
                                                   source=TurnSource.CONFIRMATION, inbound_message_id=inbound_id)

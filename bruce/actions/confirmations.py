@@ -43,12 +43,13 @@ class PendingAction:
     status: ConfirmationState
     expires_at: str
     preview: Any = None  # the dry-run preview the user saw, when the tool has one
+    untrusted: bool = False  # asked in a tainted turn: the approved call runs tainted too
 
     @classmethod
     def from_record(cls, record: ConfirmationRecord) -> PendingAction:
         preview = json.loads(record.preview) if record.preview else None
         return cls(record.id, record.conversation_id, record.user_id, record.tool_name,
-                   json.loads(record.arguments), record.status, record.expires_at, preview)
+                   json.loads(record.arguments), record.status, record.expires_at, preview, record.untrusted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,7 @@ class Confirmations:
     async def request(
         self, contract: ToolContract, arguments: dict[str, Any], *, conversation_id: str, user_id: str | None,
         turn_id: str | None, call_id: str | None, preview: Any, step_up: bool, composed: Sequence[str] = (),
+        untrusted: bool = False,
     ) -> ConfirmationRequest:
         """Store a pending request and return what the channel shows. ``composed``: URL arguments
         the model composed in a turn with untrusted text; the shown preview names them (the stored
@@ -83,7 +85,7 @@ class Confirmations:
         await self._store.confirmations.add(
             confirmation_id=confirmation_id, conversation_id=conversation_id, user_id=user_id, turn_id=turn_id,
             call_id=call_id, tool_name=contract.name, arguments=arguments, preview=preview, step_up=step_up,
-            expires_at=utc_iso(expires_at),
+            expires_at=utc_iso(expires_at), untrusted=untrusted,
         )
         return ConfirmationRequest(
             id=confirmation_id,

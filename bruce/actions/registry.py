@@ -34,7 +34,7 @@ from bruce.actions.tool_cache import ToolCache
 from bruce.clock import Clock, utc_iso
 from bruce.config.schema import ToolOverride
 from bruce.contracts import DryRun, ToolCall, ToolContext, ToolContract, ToolHandler, ToolResult, default_activity
-from bruce.errors import ContractError, StoreError, ToolError, ToolInputInvalid
+from bruce.errors import ContractError, NeedsConfirmation, StoreError, ToolError, ToolInputInvalid
 from bruce.log import Redactor
 from bruce.records import ToolExecutionRecord
 from bruce.store import Store
@@ -241,10 +241,27 @@ class ToolRegistry:
         if needs:
             result = await self._park(call, tool, arguments, scope)
             return await self._audit(call, scope, tool, arguments, result, started)
-        if tool.contract.cache_ttl_s > 0:
-            return await self._cached(call, tool, arguments, scope, started)
-        result, key = await self._run_once(call, tool, arguments, scope)
+        try:
+            if tool.contract.cache_ttl_s > 0:
+                return await self._cached(call, tool, arguments, scope, started)
+            result, key = await self._run_once(call, tool, arguments, scope)
+        except NeedsConfirmation as ask:  # the handler found, before acting, that this call needs a yes
+            return await self._asked(call, tool, arguments, scope, ask.preview, started)
         return await self._audit(call, scope, tool, arguments, result, started, key=key)
+
+    async def _asked(self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope,
+                     preview: str, started: float) -> ToolResult:
+        """A call whose handler said it needs the user's yes (``NeedsConfirmation``): run as
+        approved when a trusted MCP client asked its own user, skipped when nobody can be asked
+        (unattended), else parked with the handler's preview, like a tool that always asks."""
+        if scope.confirmed_by_caller and not tool.policy.step_up:
+            result, key = await self._run_once(call, tool, arguments, scope, approved=True)
+            return await self._audit(call, scope, tool, arguments, result, started, key=key)
+        if scope.unattended:
+            result = ToolResult(call.id, call.name, ToolStatus.SKIPPED, error=SKIPPED_MESSAGE)
+        else:
+            result = await self._park(call, tool, arguments, scope, preview=preview)
+        return await self._audit(call, scope, tool, arguments, result, started)
 
     def _refused(self, call: ToolCall, tool: RegisteredTool, scope: TurnScope) -> ToolResult | None:
         """Denied (by policy, or not in this turn), or unavailable (its MCP server is down), or None."""
@@ -300,7 +317,7 @@ class ToolRegistry:
         stale = await self._changed_since_preview(call, tool, action, scope)
         if stale is not None:
             return await self._audit(call, scope, tool, action.arguments, stale, started)
-        result, key = await self._run_once(call, tool, dict(action.arguments), scope)
+        result, key = await self._run_once(call, tool, dict(action.arguments), scope, approved=True)
         return await self._audit(call, scope, tool, action.arguments, result, started, key=key)
 
     async def _changed_since_preview(
@@ -319,9 +336,9 @@ class ToolRegistry:
             "conflict: what this would do has changed since it was approved (the preview differs now), "
             "so nothing was done. Ask again to see the new preview."))
 
-    async def _park(self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope) -> ToolResult:
-        preview = None
-        if tool.contract.dry_run is DryRun.REQUIRED:
+    async def _park(self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope, *,
+                    preview: Any = None) -> ToolResult:
+        if preview is None and tool.contract.dry_run is DryRun.REQUIRED:
             previewed = await self._run(call, tool, arguments, scope, dry_run=True)
             if not previewed.ok:
                 return previewed  # the call would fail anyway: nothing to approve
@@ -329,7 +346,7 @@ class ToolRegistry:
         request = await self._confirmations.request(
             tool.contract, arguments, conversation_id=_text(scope.conversation_id), user_id=scope.user_id,
             turn_id=scope.turn_id, call_id=call.id, preview=preview, step_up=tool.policy.step_up,
-            composed=_composed(tool.contract, arguments, scope),
+            composed=_composed(tool.contract, arguments, scope), untrusted=scope.tainted,
         )
         scope.confirmations.append(request)
         how = " (the owner must approve it on the machine with `bruce approve`)" if request.step_up else ""
@@ -338,10 +355,11 @@ class ToolRegistry:
                           error=message)
 
     async def _run_once(
-        self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope,
+        self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope, *,
+        approved: bool = False,
     ) -> tuple[ToolResult, str | None]:
         if not tool.contract.idempotent:
-            return await self._run(call, tool, arguments, scope), None
+            return await self._run(call, tool, arguments, scope, approved=approved), None
         whose = "" if is_owner(scope.person) else f"\x00{scope.person}"  # a guest never replays the owner's result
         key = idempotency_key(tool.contract.name, _text(scope.conversation_id) + whose, arguments)
         async with self._key_locks.setdefault(key, asyncio.Lock()):
@@ -350,7 +368,7 @@ class ToolRegistry:
             if earlier is not None:
                 log.info("tool.replayed", tool=tool.contract.name, key=key)
                 return ToolResult(call.id, call.name, ToolStatus.OK, output=earlier), key
-            result = await self._run(call, tool, arguments, scope, key=key)
+            result = await self._run(call, tool, arguments, scope, key=key, approved=approved)
             if result.ok:
                 expires = now + timedelta(seconds=tool.contract.idempotency_window_s)
                 await self._store.audit.remember_result(key, tool.contract.name, result.output, expires_at=utc_iso(expires))
@@ -358,12 +376,13 @@ class ToolRegistry:
 
     async def _run(
         self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope, *,
-        dry_run: bool = False, key: str | None = None,
+        dry_run: bool = False, key: str | None = None, approved: bool = False,
     ) -> ToolResult:
         timeout_s = tool.contract.timeout_s or self._default_timeout_s
         context = ToolContext(
             clock=self._clock, zone=self._zone, conversation_id=scope.conversation_id, turn_id=scope.turn_id or None,
             dry_run=dry_run, idempotency_key=key, now=self._clock.now(), untrusted=scope.tainted, person=scope.person,
+            approved=approved,
         )
         try:
             async with asyncio.timeout(timeout_s):
@@ -373,6 +392,11 @@ class ToolRegistry:
                               error=f"The tool did not finish within {timeout_s:g} seconds.")
         except ToolInputInvalid as exc:
             return ToolResult(call.id, call.name, ToolStatus.INVALID_ARGS, error=str(exc))
+        except NeedsConfirmation:
+            if approved or dry_run:  # asked again after the yes: a handler bug, never a loop of requests
+                return ToolResult(call.id, call.name, ToolStatus.ERROR,
+                                  error="internal_error: the tool asked for approval again after it was given.")
+            raise
         except ToolError as exc:
             return ToolResult(call.id, call.name, ToolStatus.ERROR, error=f"{exc.code}: {exc}")
         except Exception as exc:  # a tool bug must not end the conversation

@@ -2,7 +2,8 @@
 
 ``bruce jobs list [--all] [--json]`` (live jobs; ``--all`` adds done, missed and cancelled ones),
 ``show ID [--json]`` (a job and its last runs), and ``pause``, ``resume``, ``cancel``, ``run-now``,
-each with a job id. Changes go through ``JobBook`` on the config's database (never a new one),
+each with a job id. An untrusted job (made or changed after untrusted text entered a turn, or by an
+MCP client) says so in both; a change from here keeps it untrusted. Changes go through ``JobBook`` on the config's database (never a new one),
 then a running daemon is told over the console socket so it re-arms at once; with no daemon
 running the change waits in the database for the next start.
 """
@@ -47,7 +48,7 @@ async def jobs_command(config: Config, args: argparse.Namespace, config_path: Pa
         return 1
     try:
         book = JobBook(store=store, clock=SystemClock(), zone=config.assistant.zone,
-                       admin_base_url=config.admin.base_url)
+                       admin_base_url=config.admin.base_url, max_live_jobs=config.scheduler.max_active_jobs)
         if args.jobs_command == "list":
             return await _list(store, all_jobs=args.all, as_json=args.json)
         if not await _exists(store, args.id, changing=args.jobs_command != "show"):
@@ -63,7 +64,7 @@ def _record(view: JobView) -> dict[str, Any]:
     j = view.job
     return {**view.as_dict(), "conversation_id": j.conversation_id, "person": j.person,
             "schedule_kind": j.schedule_kind, "schedule_value": j.schedule_value, "timezone": j.timezone, "failures": j.failures,
-            "created_at": j.created_at}
+            "created_at": j.created_at, "held_told_at": j.held_told_at}
 
 
 async def _list(store: Store, *, all_jobs: bool, as_json: bool) -> int:
@@ -79,12 +80,19 @@ async def _list(store: Store, *, all_jobs: bool, as_json: bool) -> int:
         j = v.job
         rows.append([visible(cell) for cell in (
             j.id, str(j.conversation_id), j.person, str(j.execution_mode),
-            str(j.status) + (" (flagged)" if j.flagged else ""),
+            str(j.status) + (" untrusted" if j.untrusted else "") + (" (flagged)" if j.flagged else ""),
             v.next_run_local or "-")] + [_cut(j.description, 40), _cut(j.content, 40)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:  # plain columns, like ``bruce pairing list`` (no table library to install)
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     return 0
+
+
+def _trust(untrusted: bool) -> str:
+    if not untrusted:
+        return "trusted"
+    return ("untrusted: made or changed after untrusted text entered a turn (or by an MCP client); its runs start "
+            "tainted and stop at a tool that needs your yes")
 
 
 def _cut(text: str, limit: int) -> str:
@@ -120,7 +128,7 @@ async def _show(store: Store, book: JobBook, job_id: str, *, as_json: bool) -> i
     view = JobView(job)
     for label, value in (("job", job.id), ("conversation", str(job.conversation_id)), ("person", job.person),
                          ("mode", str(job.execution_mode)),
-                         ("status", str(job.status)), ("schedule", job.description),
+                         ("status", str(job.status)), ("trust", _trust(job.untrusted)), ("schedule", job.description),
                          ("next run", view.next_run_local or "-"), ("notify", str(job.notify)),
                          ("failures in a row", str(job.failures)), ("flagged", job.flagged or "-"),
                          ("created", local_text(parse_iso(job.created_at), zone)), ("content", job.content)):

@@ -273,6 +273,7 @@ class SchedulerConfig(_Model):
     misfire_grace_s: int = Field(21600, ge=0, le=30 * 86400)  # a run late by more than this is missed, not fired
     max_failures: int = Field(3, ge=1, le=100)  # consecutive failed deliveries that flag a job
     dedup_window_s: int = Field(600, ge=0, le=86400)  # the same job created again within this returns the first
+    max_active_jobs: int = Field(50, ge=1, le=10_000)  # live (active or paused) jobs per conversation
 
 
 class LimitsConfig(_Model):

@@ -8,7 +8,13 @@ the scheduler (``bruce.jobs.scheduler``) is told of each change and fires what i
 Arguments are checked here, with errors the model can act on (``JobError``, ``ScheduleError``):
 the schedule by ``bruce.jobs.schedule``, the links of a message's content by ``bruce.jobs.links``
 (on create and reschedule; again when it is sent, ``text_to_send``), the rest (mode, content,
-notify) below."""
+notify) below.
+
+Trust: a job made, resumed or rescheduled after untrusted text entered the turn (``untrusted=True``
+from the caller) is stored ``untrusted``, and stays so whatever changes it later; its runs start
+tainted (``bruce.jobs.scheduler``). A conversation holds at most ``max_live_jobs`` live jobs
+(config ``scheduler.max_active_jobs``). Every change resets the job's ``held_told_at``: the owner
+acted on it, so a run that stops at a tool needing their yes tells them again."""
 
 from __future__ import annotations
 
@@ -29,9 +35,11 @@ from bruce.records import JobRecord
 from bruce.store import Store
 from bruce.values import OWNER, ConversationId, ExecutionMode, JobStatus, Notify
 
-__all__ = ["JobBook", "JobError", "JobView", "ScheduleError", "MAX_CONTENT_CHARS", "QUIET_TOKEN"]
+__all__ = ["JobBook", "JobError", "JobView", "ScheduleError", "MAX_CONTENT_CHARS", "QUIET_TOKEN", "MAX_LIVE_JOBS"]
 
 MAX_CONTENT_CHARS = 4000
+MAX_LIVE_JOBS = 50  # per conversation, by default (config ``scheduler.max_active_jobs``)
+_PREVIEW_CHARS = 1500  # of a job's content, in the approval request (Telegram shows 2500 of a preview)
 _E = TypeVar("_E", bound=StrEnum)
 QUIET_TOKEN = "NOTHING_TO_REPORT"  # an agent run with notify if_actionable answers exactly this to send nothing
 
@@ -57,21 +65,38 @@ class JobView:
         j = self.job
         return {"job_id": j.id, "status": str(j.status), "execution_mode": str(j.execution_mode), "content": j.content,
                 "description": j.description, "next_run": self.next_run_local, "notify": str(j.notify),
-                "flagged": j.flagged}
+                "flagged": j.flagged, "untrusted": j.untrusted}
 
     def line(self) -> str:
         j = self.job
         when = f"next {self.next_run_local}" if j.next_run_at else "no next run"
         state = "" if j.status is JobStatus.ACTIVE else f" [{j.status}]"
+        trust = " [untrusted]" if j.untrusted else ""
         flag = f" (flagged: {j.flagged})" if j.flagged else ""
         content = j.content if len(j.content) <= 80 else j.content[:77] + "..."
-        return f"{j.id}{state} {j.execution_mode}: {content!r}, {j.description}; {when}{flag}"
+        return f"{j.id}{state}{trust} {j.execution_mode}: {content!r}, {j.description}; {when}{flag}"
+
+    def preview(self, what: str) -> str:
+        """The job as an approval request shows it: ``what`` is asked (made, resumed...), then its
+        schedule and its whole content (the first ``_PREVIEW_CHARS`` of a long one, saying so)."""
+        j = self.job
+        content = j.content if len(j.content) <= _PREVIEW_CHARS else (
+            f"{j.content[:_PREVIEW_CHARS]}... ({len(j.content) - _PREVIEW_CHARS} more characters)")
+        lines = [what,
+                 f"mode: {j.execution_mode} (each run carries out the content, with tools)"
+                 if j.execution_mode is ExecutionMode.AGENT else f"mode: {j.execution_mode}",
+                 f"schedule: {j.description}", f"next run: {self.next_run_local or '-'}"]
+        if j.execution_mode is ExecutionMode.AGENT:
+            lines.append(f"notify: {j.notify}")
+        return "\n".join([*lines, "content:", content])
 
 
 class JobBook:
     def __init__(self, *, store: Store, clock: Clock, zone: ZoneInfo, admin_base_url: str,
-                 dedup_window_s: float = 600.0) -> None:
-        """``admin_base_url``: the admin page's address, where links to our artifacts point."""
+                 dedup_window_s: float = 600.0, max_live_jobs: int = MAX_LIVE_JOBS) -> None:
+        """``admin_base_url``: the admin page's address, where links to our artifacts point;
+        ``max_live_jobs``: live (active or paused) jobs per conversation."""
+        self._max_live = max_live_jobs
         self._jobs = store.jobs
         self._links = MessageLinks(artifacts=store.artifacts, admin_base_url=admin_base_url)
         self._messages = store.messages
@@ -96,8 +121,35 @@ class JobBook:
         for listener in list(self._listeners):
             listener(job_id)
 
-    async def create(self, conversation_id: ConversationId, args: dict[str, Any], *, person: str = OWNER) -> JobView:
-        """A new job of ``person`` for this conversation, or the same one they made in the last ten minutes."""
+    async def create(self, conversation_id: ConversationId, args: dict[str, Any], *, person: str = OWNER,
+                     untrusted: bool = False) -> JobView:
+        """A new job of ``person`` for this conversation, or the same one they made in the last ten
+        minutes (``untrusted``: asked for after untrusted text entered the turn)."""
+        job = replace(await self._draft(conversation_id, args), person=person, untrusted=untrusted)
+        await self._messages.ensure_conversation(str(conversation_id), conversation_id.channel, conversation_id.chat_id)
+        stored, created = await self._jobs.create(job, dedup_since=utc_iso(self._clock.now() - self._dedup_window),
+                                                  max_live=self._max_live)
+        if stored is None:
+            raise self._too_many(await self._jobs.live_count(str(conversation_id)))
+        if created:
+            self._changed(stored.id)
+        return JobView(stored, created)
+
+    async def draft(self, conversation_id: ConversationId, args: dict[str, Any]) -> JobView:
+        """The job ``create`` would make, checked (arguments and the live-job limit) but not
+        stored: what the owner is asked to approve."""
+        job = await self._draft(conversation_id, args)
+        live = await self._jobs.live_count(str(conversation_id))
+        if live >= self._max_live:
+            raise self._too_many(live)
+        return JobView(job)
+
+    def _too_many(self, live: int) -> JobError:
+        return JobError(f"this conversation has {live} live jobs (active or paused), and scheduler.max_active_jobs "
+                        f"allows {self._max_live}; nothing was scheduled. Cancel one first (proactive_list shows "
+                        "them), or the owner can raise scheduler.max_active_jobs in the config")
+
+    async def _draft(self, conversation_id: ConversationId, args: dict[str, Any]) -> JobRecord:
         mode = _choice(args.get("execution_mode"), "execution_mode", ExecutionMode)
         content = _content(args.get("content"))
         if mode is ExecutionMode.MESSAGE:
@@ -108,18 +160,12 @@ class JobBook:
         schedule = parse_schedule(args, now=now, default_zone=self._zone)
         first = schedule.next_after(now)
         stamp = utc_iso(now)
-        job = JobRecord(
+        return JobRecord(
             id=secrets.token_hex(5), conversation_id=str(conversation_id), execution_mode=mode, content=content,
             schedule_kind=schedule.kind, schedule_value=schedule.value, timezone=schedule.zone.key, notify=notify,
             description=schedule.describe(), status=JobStatus.ACTIVE, next_run_at=utc_iso(first) if first else None,
             anchor_at=utc_iso(schedule.anchor), failures=0, flagged=None,
-            dedup_key=_dedup_key(str(conversation_id), mode, content, notify, args), created_at=stamp, updated_at=stamp,
-            person=person)
-        await self._messages.ensure_conversation(str(conversation_id), conversation_id.channel, conversation_id.chat_id)
-        stored, created = await self._jobs.create(job, dedup_since=utc_iso(now - self._dedup_window))
-        if created:
-            self._changed(stored.id)
-        return JobView(stored, created)
+            dedup_key=_dedup_key(str(conversation_id), mode, content, notify, args), created_at=stamp, updated_at=stamp)
 
     async def list(self, conversation_id: ConversationId, *, person: str | None = None) -> list[JobView]:
         """The conversation's live jobs (``person``'s only, unless None)."""
@@ -145,11 +191,25 @@ class JobBook:
         self._live(job, "paused")
         return await self._change(job, expect=(JobStatus.ACTIVE,), status=JobStatus.PAUSED)
 
-    async def resume(self, conversation_id: ConversationId | None, job_id: Any, *,
-                    person: str | None = None) -> JobView:
+    async def resume(self, conversation_id: ConversationId | None, job_id: Any, *, person: str | None = None,
+                     untrusted: bool = False) -> JobView:
         job = await self.get(conversation_id, job_id, person=person)
         if job.status is JobStatus.ACTIVE:
             return JobView(job)
+        return await self._change(job, expect=(JobStatus.PAUSED,), untrusted=job.untrusted or untrusted,
+                                  **self._resumed(job))
+
+    async def planned(self, conversation_id: ConversationId, job_id: Any, action: str, args: dict[str, Any], *,
+                      person: str | None = None) -> JobView:
+        """The job as ``resume`` or ``reschedule`` (``action``) would leave it, checked but not
+        stored: what the owner is asked to approve."""
+        job = await self.get(conversation_id, job_id, person=person)
+        if action == "resume":
+            return JobView(job if job.status is JobStatus.ACTIVE else replace(job, **self._resumed(job)))
+        return JobView(replace(job, **await self._rescheduled(job, args)))
+
+    def _resumed(self, job: JobRecord) -> dict[str, Any]:
+        """What resuming changes in a paused job (``JobError`` when it cannot be resumed)."""
         self._live(job, "resumed")
         now = self._clock.now()
         schedule = self.schedule_of(job)
@@ -160,12 +220,15 @@ class JobBook:
         else:
             raise JobError(f"job {job.id}: its time ({local_text(schedule.anchor, schedule.zone)}) passed while it "
                            "was paused; reschedule it with a new time instead")
-        return await self._change(job, expect=(JobStatus.PAUSED,), status=JobStatus.ACTIVE,
-                                  next_run_at=utc_iso(nxt) if nxt else None)
+        return {"status": JobStatus.ACTIVE, "next_run_at": utc_iso(nxt) if nxt else None}
 
     async def reschedule(self, conversation_id: ConversationId | None, job_id: Any, args: dict[str, Any], *,
-                         person: str | None = None) -> JobView:
+                         person: str | None = None, untrusted: bool = False) -> JobView:
         job = await self.get(conversation_id, job_id, person=person)
+        return await self._change(job, untrusted=job.untrusted or untrusted, **await self._rescheduled(job, args))
+
+    async def _rescheduled(self, job: JobRecord, args: dict[str, Any]) -> dict[str, Any]:
+        """What a new schedule changes in a live job (``JobError``/``ScheduleError`` when it cannot)."""
         self._live(job, "rescheduled")
         if job.execution_mode is ExecutionMode.MESSAGE:
             await self._refuse_made_up_links(job.content, job_id=job.id)
@@ -175,10 +238,9 @@ class JobBook:
         zone_args = {"timezone": job.timezone, **{k: v for k, v in args.items() if v is not None}}
         schedule = parse_schedule(zone_args, now=now, default_zone=self._zone)
         nxt = schedule.next_after(now)
-        return await self._change(
-            job, schedule_kind=schedule.kind, schedule_value=schedule.value, timezone=schedule.zone.key,
-            description=schedule.describe(), anchor_at=utc_iso(schedule.anchor), next_run_at=utc_iso(nxt) if nxt else None,
-            failures=0, flagged=None)
+        return {"schedule_kind": schedule.kind, "schedule_value": schedule.value, "timezone": schedule.zone.key,
+                "description": schedule.describe(), "anchor_at": utc_iso(schedule.anchor),
+                "next_run_at": utc_iso(nxt) if nxt else None, "failures": 0, "flagged": None}
 
     async def cancel(self, conversation_id: ConversationId | None, job_id: Any, *,
                     person: str | None = None) -> JobView:
@@ -222,6 +284,7 @@ class JobBook:
 
     async def _change(self, job: JobRecord, *, expect: tuple[JobStatus, ...] = (JobStatus.ACTIVE, JobStatus.PAUSED),
                       **changes: Any) -> JobView:
+        changes["held_told_at"] = None  # the owner acted on the job: a held run tells them again
         if not await self._jobs.update(job.id, expect=tuple(str(s) for s in expect), **changes):
             raise JobError(f"job {job.id} changed meanwhile; look at proactive_list and try again")
         self._changed(job.id)

@@ -11,7 +11,8 @@ process or ``bruce jobs`` changed). A firing:
 3. delivers through the worker's doors: ``post`` (message mode: the text as written, no model;
    a link to an artifact that does not exist is taken out, ``bruce.jobs.links``) or
    ``run_proactive`` (agent mode: ``content`` is the run's instruction; no ``proactive.*`` tool,
-   no tool that needs approval, nothing sent when the answer is the quiet token);
+   no tool that needs approval, nothing sent when the answer is the quiet token). A run of an
+   ``untrusted`` job starts tainted and stops at a tool needing a yes (``bruce.jobs.held``);
 4. records the outcome (status, delivered text or error, lateness) and moves the job on: a
    one-off is ``done`` once its delivery is stored; a recurring job gets its next run.
 
@@ -44,6 +45,7 @@ from bruce.contracts import ToolContract
 from bruce.errors import ShuttingDown, StoreError
 from bruce.jobs.book import QUIET_TOKEN, JobBook
 from bruce.jobs.catch_up import CatchUp, Notices, ms
+from bruce.jobs.held import record_held
 from bruce.llm.budget import Budget
 from bruce.records import JobRecord, JobRunRecord
 from bruce.runtime.locks import FileLock
@@ -75,7 +77,8 @@ class Doors(Protocol):
 
     async def run_proactive(self, conversation_id: ConversationId, prompt: str, *, job_id: str | None = None,
                             tools: ToolFilter | None = None, quiet_token: str | None = None,
-                            owner_text: str | None = None, person: str = OWNER) -> TurnOutcome: ...
+                            owner_text: str | None = None, person: str = OWNER,
+                            tainted: bool = False) -> TurnOutcome: ...
 
 
 def no_proactive_tools(contract: ToolContract) -> bool:
@@ -322,10 +325,13 @@ class Scheduler:
                                         error=f"skipped: the day's LLM budget is spent (resets {utc_iso(over.resets_at)})")
             return JobRunStatus.OVER_BUDGET, None
         quiet = QUIET_TOKEN if job.notify is Notify.IF_ACTIONABLE else None
-        # the job's content stands for the owner's words in its run: a URL in it was not composed by the run
+        # a trusted job's content stands for the owner's words in its run: a URL in it was not composed by
+        # the run. An untrusted job's is not the owner's: its URLs count as composed (asked, so the run holds)
         outcome = await self._doors.run_proactive(conversation, job.content, job_id=job.id,  # as the job's person
-                                                  tools=no_proactive_tools, quiet_token=quiet, owner_text=job.content,
-                                                  person=job.person)
+                                                  tools=no_proactive_tools, quiet_token=quiet, tainted=job.untrusted,
+                                                  owner_text="" if job.untrusted else job.content, person=job.person)
+        if outcome.held is not None:
+            return await record_held(self._jobs, self._notices, job, run_id, outcome.turn_id, outcome.held), None
         if outcome.quiet:
             await self._jobs.finish_run(run_id, status=JobRunStatus.QUIET, turn_id=outcome.turn_id)
             return JobRunStatus.QUIET, None
@@ -349,7 +355,7 @@ class Scheduler:
     async def _advance(self, job: JobRecord, scheduled_for: str, status: JobRunStatus, error: str | None) -> None:
         """Move the job past this run: a one-off is done (its delivery is stored, or its failure
         told), a recurring one gets its next run; consecutive failed deliveries flag it."""
-        ok = status in (JobRunStatus.DELIVERED, JobRunStatus.QUIET, JobRunStatus.OVER_BUDGET)
+        ok = status in (JobRunStatus.DELIVERED, JobRunStatus.QUIET, JobRunStatus.OVER_BUDGET, JobRunStatus.HELD)
         failures = 0 if ok else job.failures + 1
         changes: dict[str, Any] = {"failures": failures}
         if not ok and failures >= self._settings.max_failures:

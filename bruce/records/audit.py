@@ -76,10 +76,12 @@ class ConfirmationRecord:
     decided_at: str | None
     decided_via: str | None
     result: str | None  # JSON
+    untrusted: bool = False  # asked in a tainted turn: the approved action runs tainted too
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", ConfirmationState(self.status))
         object.__setattr__(self, "step_up", bool(self.step_up))
+        object.__setattr__(self, "untrusted", bool(self.untrusted))
 
 
 @dataclass(frozen=True, slots=True)

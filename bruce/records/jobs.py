@@ -29,8 +29,13 @@ class JobRecord:
     created_at: str
     updated_at: str
     person: str = OWNER  # whose job: the owner, or a guest as '<channel>:<user id>'; a run acts as them
+    # made or changed after untrusted text entered the turn (or by an MCP client): every run starts tainted
+    untrusted: bool = False
+    # when the owner was told a run stopped at a tool needing a yes (None: not since the job last changed)
+    held_told_at: str | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "untrusted", bool(self.untrusted))
         object.__setattr__(self, "execution_mode", ExecutionMode(self.execution_mode))
         object.__setattr__(self, "notify", Notify(self.notify))
         object.__setattr__(self, "status", JobStatus(self.status))

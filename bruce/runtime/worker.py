@@ -189,14 +189,14 @@ class Worker:
     async def run_proactive(
         self, conversation_id: ConversationId, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,
         job_id: str | None = None, tools: ToolFilter | None = None, quiet_token: str | None = None,
-        owner_text: str | None = None,
-        person: str = OWNER,
+        owner_text: str | None = None, person: str = OWNER, tainted: bool = False,
     ) -> TurnOutcome:
         """A turn without a message (see ``Conversations.run_proactive``) as ``person`` (whose job
         it runs), owned like a chat turn: drained or cancelled at shutdown. Raises
         ``ShuttingDown`` once stopping."""
         work = self.conversations.run_proactive(conversation_id, prompt, source=source, job_id=job_id, tools=tools,
-                                                quiet_token=quiet_token, owner_text=owner_text, person=person)
+                                                quiet_token=quiet_token, owner_text=owner_text, person=person,
+                                                tainted=tainted)
         return await self._owned(work, f"proactive:{conversation_id}")
 
     async def post(self, conversation_id: ConversationId, text: str) -> int:

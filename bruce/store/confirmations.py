@@ -3,6 +3,7 @@ single use across clicks, coroutines and processes."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any
 
@@ -22,13 +23,14 @@ class ConfirmationStore:
     async def add(
         self, *, confirmation_id: str, conversation_id: str, user_id: str | None, turn_id: str | None,
         call_id: str | None, tool_name: str, arguments: Any, preview: Any, step_up: bool, expires_at: str,
+        untrusted: bool = False,
     ) -> None:
         await self._db.execute(
             "INSERT INTO pending_confirmations (id, conversation_id, user_id, turn_id, call_id, tool_name,"
-            " arguments, preview, step_up, status, created_at, expires_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+            " arguments, preview, step_up, status, created_at, expires_at, untrusted)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
             (confirmation_id, conversation_id, user_id, turn_id, call_id, tool_name, to_json(arguments),
-             None if preview is None else to_json(preview), int(step_up), self._db.now(), expires_at),
+             None if preview is None else json.dumps(preview, ensure_ascii=False, default=str), int(step_up), self._db.now(), expires_at, int(untrusted)),
         )
 
     async def get(self, confirmation_id: str) -> ConfirmationRecord | None:

@@ -25,10 +25,13 @@ class JobStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def create(self, job: JobRecord, *, dedup_since: str) -> tuple[JobRecord, bool]:
+    async def create(self, job: JobRecord, *, dedup_since: str,
+                     max_live: int | None = None) -> tuple[JobRecord | None, bool]:
         """Store ``job``, unless a live job of the same person with the same ``dedup_key`` was
-        created since ``dedup_since``: then that one (and False). One transaction, so two identical
-        requests at once make one job."""
+        created since ``dedup_since``: then that one (and False). ``(None, False)`` when its
+        conversation has ``max_live`` live jobs (active or paused, anyone's) already. One
+        transaction, so two identical requests at once make one job, and two at the limit do not
+        pass it together."""
         async with self._db.transaction() as db:
             async with db.execute(
                 "SELECT * FROM proactive_jobs WHERE dedup_key = ? AND person = ? AND created_at >= ?"
@@ -37,6 +40,12 @@ class JobStore:
                 found: sqlite3.Row | None = await cur.fetchone()
             if found is not None:
                 return from_row(JobRecord, found), False
+            if max_live is not None:
+                async with db.execute("SELECT count(*) FROM proactive_jobs WHERE conversation_id = ?"
+                                      " AND status IN (?, ?)", (job.conversation_id, *_LIVE)) as cur:
+                    counted = await cur.fetchone()
+                if counted is not None and int(counted[0]) >= max_live:
+                    return None, False
             names = [f.name for f in fields(JobRecord)]
             values = [str(job.status) if n == "status" else getattr(job, n) for n in names]
             await db.execute(f"INSERT INTO proactive_jobs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
@@ -86,6 +95,19 @@ class JobStore:
             params.append(expect_next_run_at)
         _, count = await self._db.execute(f"UPDATE proactive_jobs SET {sets} WHERE {where}",
                                           (*changes.values(), *params))
+        return count == 1
+
+    async def live_count(self, conversation_id: str) -> int:
+        """How many jobs of the conversation are live (active or paused)."""
+        row = await self._db.row("SELECT count(*) AS n FROM proactive_jobs WHERE conversation_id = ?"
+                                 " AND status IN (?, ?)", (conversation_id, *_LIVE))
+        return int(row["n"]) if row else 0
+
+    async def mark_held_told(self, job_id: str) -> bool:
+        """Note that the owner is being told a run of the job stopped at a tool needing a yes;
+        False when they were told already since the job last changed (so they are told once)."""
+        _, count = await self._db.execute("UPDATE proactive_jobs SET held_told_at = ? WHERE id = ?"
+                                          " AND held_told_at IS NULL", (self._db.now(), job_id))
         return count == 1
 
     # runs ---------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ import structlog
 from bruce.contracts import ToolCall, ToolResult
 from bruce.llm.reply import LLMReply
 from bruce.turns.progress import ToolFinished, ToolStarted
-from bruce.turns.scope import TurnScope
+from bruce.turns.scope import HeldCall, TurnScope
+from bruce.values import ToolStatus
 
 __all__ = ["run_agent_loop", "TurnResult", "LLM", "Tools"]
 
@@ -113,10 +114,13 @@ async def _run_tools(
         if _signature(call) not in seen:
             seen.add(_signature(call))
             fresh.append(call)
-    executed = await asyncio.gather(*(_execute(registry, c, scope) for c in fresh))
+    if scope.stops_at_held:  # (once held, the caller makes no further call: what was not made is moot)
+        executed = await _run_until_held(registry, fresh, scope)
+    else:
+        executed = list(await asyncio.gather(*(_execute(registry, c, scope) for c in fresh)))
     # matched by the call itself, not by its id: a model may reuse an id, and a repeat must
     # never be handed the result of another call that happens to share it
-    ran = {id(c): r for c, r in zip(fresh, executed, strict=True)}
+    ran = {id(c): r for c, r in zip(fresh, executed, strict=False)}
     repeated = False
     for call in calls:
         result = ran.get(id(call))
@@ -126,7 +130,21 @@ async def _run_tools(
             messages.append(_tool_message(call, {"ok": False, "status": "repeated", "error": REPEAT_NOTE.format(name=call.name)}))
         else:
             messages.append(_tool_message(call, result.for_model()))
-    return list(executed), repeated
+    return executed, repeated
+
+
+async def _run_until_held(registry: Tools, calls: list[ToolCall], scope: TurnScope) -> list[ToolResult]:
+    """A run of an untrusted job: the calls one at a time, in the model's order, until one is
+    skipped for want of a yes; that one is ``scope.held`` and the calls after it are not made."""
+    executed = []
+    for call in calls:
+        result = await _execute(registry, call, scope)
+        executed.append(result)
+        if result.status is ToolStatus.SKIPPED:
+            scope.held = HeldCall(registry.contract_name(call.name), call.arguments)
+            log.warning("agent.held", tool=scope.held.tool, not_made=len(calls) - len(executed))
+            break
+    return executed
 
 
 async def run_agent_loop(
@@ -148,6 +166,8 @@ async def run_agent_loop(
         messages.append(reply.as_message())
         executed, repeated = await _run_tools(registry, reply.tool_calls, scope, seen, messages)
         results.extend(executed)
+        if scope.held is not None:  # no further call, no answer: the caller tells the owner
+            return TurnResult("", calls, tuple(results), False, False)
         if repeated:
             break
         if max_turn_tokens is not None and calls < max_model_calls and \

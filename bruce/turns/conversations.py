@@ -76,14 +76,13 @@ class Conversations:
     async def run_proactive(
         self, conversation_id: ConversationId, prompt: str, *, source: TurnSource = TurnSource.PROACTIVE,
         job_id: str | None = None, tools: ToolFilter | None = None, quiet_token: str | None = None,
-        owner_text: str | None = None,
-        person: str = OWNER,
+        owner_text: str | None = None, person: str = OWNER, tainted: bool = False,
     ) -> TurnOutcome:
         """A turn with no inbound message (``TurnRunner.run_proactive``), in the conversation's order."""
         await self._ensure(conversation_id)
         return await self._runner.run_proactive(conversation_id, prompt, lock=self.lock(conversation_id),
                                                 source=source, job_id=job_id, tools=tools, quiet_token=quiet_token,
-                                                owner_text=owner_text, person=person)
+                                                owner_text=owner_text, person=person, tainted=tainted)
 
     async def post(self, conversation_id: ConversationId, text: str) -> int:
         """A message that needs no model (a reminder): stored, then sent through the outbox."""

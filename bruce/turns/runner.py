@@ -45,7 +45,7 @@ from bruce.turns.delivery import Delivery
 from bruce.turns.grounding import check_links, produced_urls
 from bruce.turns.indicator import Indicator
 from bruce.turns.prompt import ScheduledRun, build_system_prompt
-from bruce.turns.scope import ToolFilter, TurnScope, new_turn_id
+from bruce.turns.scope import HeldCall, ToolFilter, TurnScope, new_turn_id
 from bruce.values import OWNER, ConversationId, MessageKind, TurnSource, TurnStatus
 
 __all__ = ["TurnRunner", "TurnSettings", "TurnOutcome", "TurnTools"]
@@ -80,6 +80,7 @@ class TurnOutcome:
     text: str
     result: TurnResult | None = None
     quiet: bool = False  # a scheduled run with nothing to report: nothing was sent
+    held: HeldCall | None = None  # a run of an untrusted job stopped at this call (it needed a yes): nothing sent
 
 
 class TurnRunner:
@@ -146,7 +147,7 @@ class TurnRunner:
     async def run_proactive(
         self, conversation_id: ConversationId, prompt: str, *, lock: asyncio.Lock, source: TurnSource = TurnSource.PROACTIVE,
         job_id: str | None = None, tools: ToolFilter | None = None, quiet_token: str | None = None,
-        owner_text: str | None = None, person: str = OWNER,
+        owner_text: str | None = None, person: str = OWNER, tainted: bool = False,
     ) -> TurnOutcome:
         """A turn with no inbound message (a scheduled briefing), run under ``lock`` (the
         conversation's) as ``person`` (whose job it is: their memory, their tools): ``prompt`` is
@@ -154,10 +155,13 @@ class TurnRunner:
         ``tools``, never one that needs approval; the answer goes through the outbox. An answer
         that is exactly ``quiet_token`` is not sent (the outcome is ``quiet``). ``owner_text``: the
         words that stand for the asker's in this run (a job's content, written when it was made);
-        None: the prompt itself (a briefing's configured text)."""
+        None: the prompt itself (a briefing's configured text). ``tainted``: a run of an untrusted
+        job; it starts tainted (tools that ask after untrusted text are skipped), and the first call
+        that needs a yes ends it: nothing is sent, the outcome is ``held`` (the caller tells the owner)."""
         scope = TurnScope(turn_id=new_turn_id(), conversation_id=conversation_id, user_id=None, source=source,
                           unattended=True, tool_filter=tools, scheduled=ScheduledRun(job_id, quiet_token),
-                          owner_text=prompt if owner_text is None else owner_text, person=person)
+                          owner_text=prompt if owner_text is None else owner_text, person=person,
+                          tainted=tainted, stops_at_held=tainted)
         async with lock:
             with structlog.contextvars.bound_contextvars(turn_id=scope.turn_id, conversation=str(conversation_id),
                                                          job=job_id):
@@ -248,6 +252,12 @@ class TurnRunner:
     async def _finish(
         self, scope: TurnScope, inbound: StoredMessage | None, result: TurnResult, unbacked: int = 0,
     ) -> TurnOutcome:
+        if scope.held is not None:  # an untrusted job's run stopped at a call that needs a yes: nothing sent
+            await asyncio.shield(self._store.messages.finish_turn(
+                scope.turn_id, status=TurnStatus.FAILED, llm_calls=scope.llm_calls, tool_calls=len(result.tool_results),
+                error=f"held: {scope.held.tool} needs the owner's yes (a run of an untrusted job)"))
+            log.warning("turn.held", tool=scope.held.tool)
+            return TurnOutcome(scope.turn_id, False, "", result, held=scope.held)
         if not result.text:  # nothing to say is not an answer: a clear note, and the turn is not ok
             notice = NOT_FINISHED if result.hit_ceiling or result.stopped_repeat else EMPTY_ANSWER
             return await self._fail(scope, inbound, notice, error="empty answer")

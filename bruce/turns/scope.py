@@ -12,9 +12,17 @@ from bruce.turns.progress import NO_PROGRESS, Progress
 from bruce.turns.prompt import ScheduledRun
 from bruce.values import OWNER, ConversationId, ToolStatus, TurnSource
 
-__all__ = ["TurnScope", "ToolFilter", "new_turn_id"]
+__all__ = ["TurnScope", "ToolFilter", "HeldCall", "new_turn_id"]
 
 ToolFilter = Callable[[ToolContract], bool]  # which tools a turn may see and run
+
+
+@dataclass(frozen=True, slots=True)
+class HeldCall:
+    """The call a run of an untrusted job stopped at: it needed the owner's yes, nobody could give it."""
+
+    tool: str  # the contract name, e.g. memory.remember
+    arguments: str  # as the model sent them (JSON text)
 
 
 def new_turn_id() -> str:
@@ -41,6 +49,10 @@ class TurnScope:
     # whose turn: the owner, or a guest as '<channel>:<user id>' (``bruce.runtime.people``); a guest's
     # turn sees only their memory and jobs, and only ``access.guest_tools`` (the registry enforces it)
     person: str = OWNER
+    # a run of an untrusted job: its tool calls run one at a time, and the first one that needs a yes
+    # ends the run there (``held``): no later call is made, no answer is sent as the job's result
+    stops_at_held: bool = False
+    held: HeldCall | None = None
     _llm_seq: int = 0
     confirmations: list[ConfirmationRequest] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)  # every tool call of the turn, by contract name

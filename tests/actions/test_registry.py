@@ -8,8 +8,10 @@ import json
 
 import pytest
 
-from bruce.contracts import Risk, ToolContract
-from bruce.errors import ContractError
+from bruce.contracts import Risk, ToolCall, ToolContract
+from bruce.errors import ContractError, NeedsConfirmation
+from bruce.turns.scope import TurnScope
+from bruce.values import ConversationId
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
 
@@ -225,3 +227,63 @@ async def test_a_guests_turn_gets_only_the_guest_tools_never_a_risky_one(app):
     await app.store.messages.start_turn("t-guest", "test:c1", source="chat", inbound_message_id=None)
     result = await app.registry.execute(ToolCall("c1", "test_low", "{}"), scope)
     assert result.status == "denied" and result.error == "The tool test.low is not available in this turn."
+
+
+# --- a handler that finds a call needs a yes (``NeedsConfirmation``) --------------------------------
+
+
+def asking_tool(seen: list):
+    """Asks (with a preview) unless the call was approved; records each context it ran with."""
+    async def handler(args, ctx):
+        if not ctx.approved:
+            raise NeedsConfirmation("would do the risky thing")
+        seen.append((ctx.approved, ctx.untrusted))
+        return {"done": True}
+    return handler
+
+
+async def run_call(app, scope):
+    await app.store.messages.ensure_conversation("test:c1", "test", "c1")
+    return await app.registry.execute(ToolCall("c1", "test_asks", "{}"), scope)
+
+
+async def test_a_handler_that_needs_a_yes_parks_with_its_preview_and_the_approval_runs_it(app, fake_llm, channel):
+    seen: list = []
+    app.registry.register(contract("test.asks"), asking_tool(seen))
+    fake_llm.add(Step.tool_calls(("test_asks", {})), Step.text("Asked you."))
+    await say(app, "do the risky thing")
+    ((_, request),) = channel.confirmations
+    assert request.tool_name == "test.asks" and request.preview == "would do the risky thing"
+    assert seen == []
+    fake_llm.add(Step.text("Done."))
+    await say(app, f"/approve {request.id}")
+    assert seen == [(True, False)]
+    statuses = [r["status"] for r in await rows(app, "SELECT status FROM tool_executions ORDER BY id")]
+    assert statuses == ["awaiting_confirmation", "ok"]
+
+
+@pytest.mark.parametrize(("unattended", "confirmed", "status", "ran"),
+                         [(True, False, "skipped", []), (False, True, "ok", [(True, True)])])
+async def test_a_handler_that_needs_a_yes_is_skipped_unattended_and_runs_for_a_trusted_mcp_client(
+        app, unattended, confirmed, status, ran):
+    seen: list = []
+    app.registry.register(contract("test.asks"), asking_tool(seen))
+    scope = TurnScope("", ConversationId("test", "c1"), None, unattended=unattended, confirmed_by_caller=confirmed,
+                      tainted=True)
+    result = await run_call(app, scope)
+    assert result.status == status and seen == ran
+
+
+async def test_a_handler_that_asks_again_after_the_yes_fails_instead_of_asking_forever(app, channel, fake_llm):
+    async def always_asks(args, ctx):
+        raise NeedsConfirmation("again")
+
+    app.registry.register(contract("test.asks"), always_asks)
+    fake_llm.add(Step.tool_calls(("test_asks", {})), Step.text("Asked you."))
+    await say(app, "do it")
+    ((_, request),) = channel.confirmations
+    fake_llm.add(Step.text("It failed."))
+    await say(app, f"/approve {request.id}")
+    assert len(channel.confirmations) == 1
+    (last,) = await rows(app, "SELECT status, error FROM tool_executions ORDER BY id DESC LIMIT 1")
+    assert last["status"] == "error" and "asked for approval again" in last["error"]

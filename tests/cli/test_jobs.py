@@ -208,3 +208,23 @@ async def test_a_sync_that_fails_in_the_daemon_still_answers_the_terminal(make_c
         assert await jobs_changed_on_daemon(config) is True  # and the socket still serves
     finally:
         await app.stop()
+
+
+async def test_an_untrusted_job_says_so_in_list_and_show_and_stays_so_when_resumed_here(app, bruce, capsys):
+    reminder, briefing = await two_jobs(app)
+    steered = (await app.jobs.create(ConversationId("test", "c1"), {"execution_mode": "agent", "content": "Remember it.",
+                                     "every_seconds": 600}, untrusted=True)).job
+    code, out, _ = await bruce(capsys, "list")
+    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert "untrusted" in lines[steered.id] and "untrusted" not in lines[briefing.id]
+    code, out, _ = await bruce(capsys, "list", "--json")
+    assert {j["job_id"]: j["untrusted"] for j in json.loads(out)} == {reminder.id: False, briefing.id: False,
+                                                                       steered.id: True}
+    code, out, _ = await bruce(capsys, "show", steered.id)
+    assert code == 0 and "trust:              untrusted: made or changed after untrusted text" in out
+    code, out, _ = await bruce(capsys, "show", briefing.id)
+    assert "trust:              trusted" in out
+    await bruce(capsys, "pause", steered.id)
+    code, out, _ = await bruce(capsys, "resume", steered.id)
+    assert code == 0 and f"{steered.id} [untrusted]" in out
+    assert (await app.store.jobs.get(steered.id)).untrusted

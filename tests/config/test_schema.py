@@ -36,6 +36,13 @@ def test_scheduler_keys_are_checked_with_their_path():
     assert (config.scheduler.enabled, config.scheduler.misfire_grace_s) == (False, 600)
 
 
+def test_the_live_job_cap_defaults_to_50_and_is_checked():
+    assert parse_config({}, environ={}).scheduler.max_active_jobs == 50
+    assert any(p.startswith("scheduler.max_active_jobs: must be at least 1")
+               for p in problems({"scheduler": {"max_active_jobs": 0}}))
+    assert parse_config({"scheduler": {"max_active_jobs": 5}}, environ={}).scheduler.max_active_jobs == 5
+
+
 # --- secrets: every SecretStr of the model reaches the log redactor ------------------------------
 
 

@@ -62,7 +62,8 @@ async def test_kill_9_while_reminders_fire_neither_loses_nor_doubles_one(tmp_pat
     db = tmp_path / "bruce.db"
     store = await Store.open(db, SystemClock())
     try:
-        book = JobBook(store=store, clock=SystemClock(), zone=ZoneInfo("UTC"), admin_base_url=ADMIN)
+        book = JobBook(store=store, clock=SystemClock(), zone=ZoneInfo("UTC"), admin_base_url=ADMIN,
+                       max_live_jobs=JOBS)
         for i in range(JOBS):
             await book.create(ConversationId("console", CHAT_ID), {"execution_mode": "message", "content": f"reminder {i}",
                                                      "in_seconds": 1})

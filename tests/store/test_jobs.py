@@ -169,3 +169,26 @@ async def test_the_same_job_of_another_person_is_another_job_and_listings_can_ke
     assert created and guests.id == "j2" and owners.person == "owner"
     assert [j.id for j in await app.store.jobs.for_conversation("test:c1", person="telegram:222")] == ["j2"]
     assert [j.id for j in await app.store.jobs.for_conversation("test:c1")] == ["j1", "j2"]
+
+
+async def test_at_the_live_limit_no_new_job_is_stored_even_two_at_once(app):
+    await app.store.messages.ensure_conversation("test:c1", "test", "c1")
+    since = "2026-12-02T11:50:00+00:00"
+    await app.store.jobs.create(a_job(app, "j1", dedup="k1"), dedup_since=since, max_live=2)
+    made = await asyncio.gather(app.store.jobs.create(a_job(app, "j2", dedup="k2"), dedup_since=since, max_live=2),
+                                app.store.jobs.create(a_job(app, "j3", dedup="k3"), dedup_since=since, max_live=2))
+    assert sorted(created for _, created in made) == [False, True]
+    assert (None, False) in made  # the other one: refused, not stored
+    assert await app.store.jobs.live_count("test:c1") == 2
+    again, created = await app.store.jobs.create(a_job(app, "j4", dedup="k1"), dedup_since=since, max_live=2)
+    assert again is not None and again.id == "j1" and not created  # the same job again is no new one
+
+
+async def test_the_owner_is_marked_told_once_until_the_job_changes(app):
+    await app.store.messages.ensure_conversation("test:c1", "test", "c1")
+    await app.store.jobs.create(a_job(app), dedup_since="2026-12-02T11:50:00+00:00")
+    assert await app.store.jobs.mark_held_told("j1") is True
+    assert await app.store.jobs.mark_held_told("j1") is False
+    assert (await app.store.jobs.get("j1")).held_told_at is not None
+    await app.store.jobs.update("j1", held_told_at=None)
+    assert await app.store.jobs.mark_held_told("j1") is True

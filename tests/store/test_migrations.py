@@ -10,6 +10,7 @@ import pytest
 from bruce.errors import StoreError
 from bruce.store import Store
 from bruce.store.migrations import MIGRATIONS, SCHEMA, versions
+from bruce.values import JobRunStatus
 from tests.helpers import db_rows
 
 
@@ -111,3 +112,28 @@ def test_two_scripts_for_one_version_or_a_misnamed_script_are_refused(tmp_path):
     (tmp_path / "v2-bad.sql").write_text("SELECT 2;")
     with pytest.raises(ValueError, match="v2-bad.sql"):
         versions(tmp_path)
+
+
+async def test_v12_keeps_jobs_and_runs_trusted_and_takes_a_held_run(tmp_path, clock):
+    """A database of v11 keeps its jobs (trusted, as they were made by then) and their runs;
+    a run may then be recorded ``held``."""
+    path = tmp_path / "v11.db"
+    con = sqlite3.connect(path)
+    for script in MIGRATIONS[:11]:
+        con.executescript(script)
+    con.execute("PRAGMA user_version = 11")
+    con.execute("INSERT INTO conversations (id, channel, chat_id, created_at) VALUES ('test:1', 'test', '1', 'now')")
+    con.execute("INSERT INTO proactive_jobs (id, conversation_id, execution_mode, content, schedule_kind,"
+                " schedule_value, timezone, description, status, anchor_at, dedup_key, created_at, updated_at)"
+                " VALUES ('j1', 'test:1', 'agent', 'brief me', 'every', '60', 'UTC', 'every minute', 'active',"
+                " 'now', 'k', 'now', 'now')")
+    con.execute("INSERT INTO job_runs (job_id, scheduled_for, started_at, status) VALUES ('j1', 't1', 'now', 'quiet')")
+    con.commit()
+    con.close()
+    store = await Store.open(path, clock)
+    try:
+        assert (await store.jobs.get("j1")).untrusted is False  # type: ignore[union-attr]
+        await store.jobs.claim_run("j1", "t2", lateness_ms=0, status=JobRunStatus.HELD, error="stopped")
+        assert [str(r.status) for r in await store.jobs.runs("j1")] == ["held", "quiet"]
+    finally:
+        await store.close()

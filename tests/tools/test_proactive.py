@@ -36,9 +36,10 @@ CONTRACTS = (PROACTIVE_CREATE, PROACTIVE_LIST, PROACTIVE_UPDATE, PROACTIVE_CANCE
 REMINDER = {"execution_mode": "message", "content": "Call Ana.", "in_seconds": 3600}  # not due while a test runs
 
 
-async def call(app, name: str, args: dict, *, conversation: str = HERE) -> ToolResult:
-    """One call from the model in a chat turn of ``conversation``, through the registry."""
-    scope = TurnScope(new_turn_id(), ConversationId.parse(conversation), "u1")
+async def call(app, name: str, args: dict, *, conversation: str = HERE, tainted: bool = False) -> ToolResult:
+    """One call from the model in a chat turn of ``conversation``, through the registry
+    (``tainted``: after a web page entered the turn)."""
+    scope = TurnScope(new_turn_id(), ConversationId.parse(conversation), "u1", tainted=tainted)
     channel, chat = conversation.split(":", 1)
     await app.store.messages.ensure_conversation(conversation, channel, chat)
     await app.store.messages.start_turn(scope.turn_id, conversation, source="chat", inbound_message_id=None)
@@ -105,7 +106,7 @@ async def test_a_reminder_in_two_minutes_from_a_chat_turn(app, fake_llm, channel
     assert job == {
         "job_id": job["job_id"], "status": "active", "execution_mode": "message", "content": "Call Ana.",
         "description": f"once, Wed 2026-12-02 09:02 -03 {ZONE}", "next_run": f"Wed 2026-12-02 09:02 -03 {ZONE}",
-        "notify": "always", "flagged": None, "created": True,
+        "notify": "always", "flagged": None, "untrusted": False, "created": True,
     }
     assert channel.texts() == ["I'll remind you at 09:02."]  # the claim is backed: no correction, no note
     stored = await app.store.jobs.get(job["job_id"])
@@ -324,7 +325,7 @@ async def test_pause_resume_and_reschedule(app):
     assert moved.output == {
         "job_id": job_id, "status": "active", "execution_mode": "message", "content": "Call Ana.",
         "description": "At 07:30 (Europe/Lisbon)", "next_run": "Thu 2026-12-03 07:30 WET (Europe/Lisbon)",
-        "notify": "always", "flagged": None,
+        "notify": "always", "flagged": None, "untrusted": False,
     }
     stored = await app.store.jobs.get(job_id)
     assert (stored.schedule_kind, stored.schedule_value, stored.timezone) == ("cron", "30 7 * * *", "Europe/Lisbon")
@@ -434,3 +435,42 @@ async def test_outside_a_conversation_the_tools_refuse(app):
             await tools[name](REMINDER if name == "proactive.create" else {}, ctx(None))
         assert info.value.code == "unavailable" and "conversation" in str(info.value)
     assert await app.store.jobs.all() == []
+
+
+# --- after untrusted text entered the turn -------------------------------------------------------
+
+
+AGENT = {"execution_mode": "agent", "content": "Summarize the news.", "every_seconds": 3600}
+
+
+async def test_in_a_tainted_turn_resuming_or_rescheduling_an_agent_job_asks_with_the_job_shown(app, channel):
+    job = await create(app, AGENT)
+    await call(app, "proactive_update", {"job_id": job["job_id"], "action": "pause"}, tainted=True)  # no ask
+    resumed = await call(app, "proactive_update", {"job_id": job["job_id"], "action": "resume"}, tainted=True)
+    assert resumed.status == "awaiting_confirmation"
+    moved = await call(app, "proactive_update", {"job_id": job["job_id"], "action": "reschedule", "every_seconds": 60},
+                       tainted=True)
+    assert moved.status == "awaiting_confirmation"
+    (resume_row, move_row) = await rows(app, "SELECT tool_name, preview, untrusted FROM pending_confirmations"
+                                             " ORDER BY created_at, rowid")
+    assert "Summarize the news." in json.loads(move_row["preview"]) and "every 1 minute" in json.loads(move_row["preview"])
+    assert resume_row["untrusted"] == 1 == move_row["untrusted"]
+    stored = await app.store.jobs.get(job["job_id"])
+    assert stored.status is JobStatus.PAUSED and not stored.untrusted  # nothing changed before the yes
+
+
+async def test_in_a_tainted_turn_a_message_job_changes_without_asking_and_becomes_untrusted(app):
+    job = await create(app)
+    moved = await call(app, "proactive_update", {"job_id": job["job_id"], "action": "reschedule", "in_seconds": 60},
+                       tainted=True)
+    assert moved.ok and moved.output["untrusted"] is True
+    made = await call(app, "proactive_create", {**REMINDER, "content": "Water the plants."}, tainted=True)
+    assert made.ok and made.output["untrusted"] is True
+    listed = await call(app, "proactive_list", {})
+    assert {j["untrusted"] for j in listed.output["jobs"]} == {True}
+
+
+async def test_an_invalid_agent_job_in_a_tainted_turn_is_refused_without_asking(app):
+    bad = await call(app, "proactive_create", {**AGENT, "every_seconds": 5}, tainted=True)
+    assert bad.status == "invalid_args" and "every_seconds" in (bad.error or "")
+    assert await rows(app, "SELECT id FROM pending_confirmations") == []

@@ -3,7 +3,9 @@ and the model calls a turn counts."""
 
 from __future__ import annotations
 
+from bruce.contracts import Risk
 from bruce.values import ConversationId
+from tests.actions.test_registry import contract, nothing
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
 
@@ -71,3 +73,28 @@ async def test_a_turn_counts_every_model_call_it_made(app_factory, fake_llm, cha
     (turn,) = await rows(app, "SELECT id, llm_calls FROM turns WHERE source = 'chat'")
     calls = await rows(app, "SELECT COUNT(*) AS n FROM llm_calls WHERE turn_id = ?", turn["id"])
     assert turn["llm_calls"] == calls[0]["n"] == 3
+
+
+async def test_a_tainted_run_stops_at_the_first_call_needing_a_yes_and_sends_nothing(app, fake_llm, channel):
+    """A run of an untrusted job: its calls run in order until one needs a yes; that one and the
+    ones after it are not made, no further model call, no answer sent; the outcome names it."""
+    app.registry.register(contract("test.risky", Risk.HIGH, side_effects="changes a thing"), nothing)
+    fake_llm.add(Step.tool_calls(("math_calculate", {"expression": "1+1"}), ("test_risky", {}), ("clock_now", {})),
+                 Step.text("Done everything."))
+    outcome = await app.worker.run_proactive(ConversationId("test", "c1"), "Do it all.", job_id="j1", tainted=True)
+    assert outcome.held is not None and outcome.held.tool == "test.risky" and outcome.held.arguments == "{}"
+    assert not outcome.ok and outcome.text == ""
+    assert channel.sent == [] and len(fake_llm.requests) == 1
+    made = [(r["tool_name"], r["status"]) for r in await rows(app, "SELECT tool_name, status FROM tool_executions"
+                                                                   " ORDER BY id")]
+    assert made == [("math.calculate", "ok"), ("test.risky", "skipped")]
+    (turn,) = await rows(app, "SELECT status, error FROM turns")
+    assert turn["status"] == "failed" and turn["error"].startswith("held: test.risky")
+
+
+async def test_an_untainted_run_goes_on_past_a_skipped_call_as_before(app, fake_llm, channel):
+    app.registry.register(contract("test.risky", Risk.HIGH, side_effects="changes a thing"), nothing)
+    fake_llm.add(Step.tool_calls(("test_risky", {}), ("clock_now", {})), Step.text("Part of it is done."))
+    outcome = await app.worker.run_proactive(ConversationId("test", "c1"), "Do it all.", job_id="j1")
+    assert outcome.ok and outcome.held is None
+    assert channel.texts()[0].startswith("Part of it is done.")

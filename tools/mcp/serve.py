@@ -5,7 +5,10 @@ never; tools that need the user's confirmation only with ``mcp_serve.trusted: tr
 client then asks its own user, and every such call is audited with source ``mcp``); step-up
 (critical) tools never, since their approval is the owner's, on this machine; and not the
 tools Bruce itself takes from other MCP servers. Every call goes through the registry like a
-model's: validation, time-out, idempotency, audit.
+model's: validation, time-out, idempotency, audit. A client's call counts as untrusted text in the
+turn (``TurnScope.tainted``): a job it makes is stored untrusted, and a tool that asks after
+untrusted text (``memory.remember``, an agent-mode ``proactive.create``) is skipped for an untrusted
+client and runs for a trusted one (its user was asked).
 
 stdio speaks MCP on stdin/stdout (logs go to stderr). HTTP binds 127.0.0.1 only and answers 401
 to a request without ``Authorization: Bearer <the admin token>``.
@@ -69,9 +72,10 @@ def build_server(
                            error=True)
         # untrusted: nobody here can approve, so a call that needs a yes this time (memory.forget by
         # query) is skipped, never parked; trusted: the client asked its own user. The client's arguments
-        # are its own words (it sees every result anyway): a URL it sends is not one Bruce's model composed
+        # are its own words (it sees every result anyway): a URL it sends is not one Bruce's model composed.
+        # Yet the client is not the owner: the call starts tainted (a job it makes is untrusted)
         scope = TurnScope(turn_id="", conversation_id=conversation_id, user_id=None, source=TurnSource.MCP,
-                          confirmed_by_caller=trusted, unattended=not trusted,
+                          confirmed_by_caller=trusted, unattended=not trusted, tainted=True,
                           owner_text="\n".join(strings_in(params.arguments or {})))
         call = ToolCall(id=f"mcp:{uuid.uuid4().hex[:12]}", name=tool.contract.wire_name,
                         arguments=json.dumps(params.arguments or {}, ensure_ascii=False, default=str))

@@ -1,6 +1,7 @@
 """The proactive jobs: ``/jobs`` and ``GET /api/jobs`` (each job with its last runs), and
 ``POST /api/jobs/ID/ACTION`` or the page's forms (``/jobs/ID/ACTION``): pause, resume, cancel or
-run-now, through ``JobBook`` as the chat tools do, so the scheduler hears of it."""
+run-now, through ``JobBook`` as the chat tools do, so the scheduler hears of it. An untrusted job
+is marked so; a change from here keeps it untrusted."""
 
 from __future__ import annotations
 

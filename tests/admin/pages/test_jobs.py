@@ -24,3 +24,17 @@ async def test_jobs_are_listed_and_changed_through_the_scheduler(app, admin):
     response = await admin.post(f"/jobs/{job.id}/resume", data={"csrf": csrf}, allow_redirects=False)
     assert response.status == 303
     assert (await app.store.jobs.get(job.id)).status.value == "active"
+
+
+async def test_an_untrusted_job_is_marked_on_the_schedules_page(app, admin):
+    cid = ConversationId("test", "c1")
+    steered = (await app.jobs.create(cid, {"execution_mode": "agent", "content": "Remember <b>it</b>.",
+                                           "every_seconds": 600}, untrusted=True)).job
+    clean = (await app.jobs.create(cid, {"execution_mode": "message", "content": "Call Ana", "in_seconds": 120})).job
+    listed = {j["job_id"]: j["untrusted"] for j in (await (await admin.get("/api/jobs", headers=BEARER)).json())["items"]}
+    assert listed == {steered.id: True, clean.id: False}
+    await admin.post("/login", data={"token": TOKEN})
+    page = await (await admin.get("/jobs")).text()
+    rows = {row.split("<td>", 2)[1].split("<br>", 1)[0]: row for row in page.split("<tr class=")[1:]}
+    assert '<span class="untrusted"' in rows[steered.id] and "untrusted" not in rows[clean.id]
+    assert "Remember &lt;b&gt;it&lt;/b&gt;." in rows[steered.id]  # escaped, as ever
