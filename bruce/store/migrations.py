@@ -6,9 +6,9 @@ To change the schema, add the next file; never edit one that has shipped. ``Data
 runs them with foreign keys off (so a table can be rebuilt, SQLite's way to change a CHECK) and
 checks them with ``PRAGMA foreign_key_check`` before they commit.
 
-A version is the number in its file's name, not its place in the folder: a number with no file
-(one kept for a migration written beside this one) is an empty step, so the versions after it
-keep their numbers.
+A version is the number in its file's name. Every number from 1 up has its file: a gap is
+refused at import, because a database migrated past an empty step would never run the script
+that later fills it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["MIGRATIONS", "SCHEMA", "versions"]
+__all__ = ["MIGRATIONS", "SCHEMA", "in_order", "versions"]
 
 SCHEMA = Path(__file__).parent / "schema"  # shipped with the package (pyproject.toml, package-data)
 
@@ -37,8 +37,12 @@ def versions(folder: Path) -> dict[int, Path]:
     return found
 
 
-def _in_order(found: dict[int, Path]) -> list[str]:
-    return [found[n].read_text(encoding="utf-8") if n in found else "" for n in range(1, max(found, default=0) + 1)]
+def in_order(found: dict[int, Path]) -> list[str]:
+    """The scripts' texts, version 1 first; ValueError when a version has no script."""
+    missing = [n for n in range(1, max(found, default=0) + 1) if n not in found]
+    if missing:
+        raise ValueError(f"no schema script for version {', '.join(map(str, missing))}: versions have no gaps")
+    return [found[n].read_text(encoding="utf-8") for n in sorted(found)]
 
 
-MIGRATIONS: list[str] = _in_order(versions(SCHEMA))
+MIGRATIONS: list[str] = in_order(versions(SCHEMA))

@@ -9,7 +9,7 @@ import pytest
 
 from bruce.errors import StoreError
 from bruce.store import Store
-from bruce.store.migrations import MIGRATIONS, SCHEMA, versions
+from bruce.store.migrations import MIGRATIONS, SCHEMA, in_order, versions
 from bruce.values import JobRunStatus
 from tests.helpers import db_rows
 
@@ -93,14 +93,21 @@ async def test_an_older_database_is_migrated_with_its_data(tmp_path, clock):
 
 
 def test_migrations_are_the_schema_files_in_version_order():
-    """Each ``vNN_*.sql`` file is version NN, in its place; a number with no file is an empty step
-    (the versions after it keep their numbers); a second file for one version or a misnamed file
-    fails here, not on the owner's database."""
+    """Each ``vNN_*.sql`` file is version NN, in its place, with no gap; a second file for one
+    version, a misnamed file or a missing number fails here, not on the owner's database."""
     found = versions(SCHEMA)
     assert sorted(path.name for path in SCHEMA.iterdir()) == sorted(path.name for path in found.values())
-    assert len(MIGRATIONS) == max(found) >= 13
+    assert sorted(found) == list(range(1, len(found) + 1)) and len(MIGRATIONS) == len(found) >= 13
     for number, script in enumerate(MIGRATIONS, start=1):
-        assert script == (found[number].read_text(encoding="utf-8") if number in found else "")
+        assert script == found[number].read_text(encoding="utf-8")
+
+
+def test_a_missing_version_is_refused(tmp_path):
+    """A gap would be an empty step: a database migrated past it never runs the script that fills it later."""
+    (tmp_path / "v01_first.sql").write_text("SELECT 1;")
+    (tmp_path / "v03_third.sql").write_text("SELECT 3;")
+    with pytest.raises(ValueError, match="no schema script for version 2"):
+        in_order(versions(tmp_path))
 
 
 def test_two_scripts_for_one_version_or_a_misnamed_script_are_refused(tmp_path):
