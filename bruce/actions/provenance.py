@@ -13,10 +13,13 @@ substring of one of the sources' forms:
   leading ``http://`` or ``https://`` (the owner typed ``example.com/page``); and the *decoded*
   form of each. A form shorter than ``MIN_MATCH`` characters never counts (``"a"`` is in any text).
 * the sources: the owner's text of the turn (``TurnScope.owner_text``) and every string, at any
-  depth (keys too), of the output of each earlier successful call of the turn, as it is and
-  decoded. An output does not count for a value that the same call's own arguments contain (by
-  this same matching): a tool that echoes what it was given (``web.search`` returns its query)
-  cannot turn a composed URL into a copied one.
+  depth (keys too), of the output of each earlier successful call of the turn *to a tool whose
+  output is text from outside* (``untrusted_output``: a page, a search result, an MCP result), as
+  it is and decoded. Bruce's own tools do not vouch: what they return is Bruce's data or what the
+  model wrote into it earlier (a reminder's content read back by ``proactive.list``), so a URL
+  the model composed, stored and listed again is still composed. An output does not count for a
+  value that the same call's own arguments contain (by this same matching): a tool that echoes
+  what it was given (``web.search`` returns its query) cannot turn a composed URL into a copied one.
 * decoding, in order: JSON string escapes (``\\/`` and ``\\uXXXX``, as in a JSON document read as
   text), HTML character references (``&amp;`` in a page's links), percent-decoding (``%2F``),
   then Unicode NFC. The same decoding is applied to the value, so a link copied with ``&amp;``
@@ -36,7 +39,7 @@ import html
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
@@ -113,12 +116,14 @@ def url_values(contract: ToolContract, arguments: dict[str, Any]) -> list[str]:
     return values
 
 
-def _sources(owner_text: str, results: Iterable[ToolResult], value: str) -> Iterator[str]:
+def _sources(owner_text: str, results: Iterable[ToolResult], value: str,
+             outside: Callable[[str], bool]) -> Iterator[str]:
     """What ``value`` may have been copied from: the owner's text and the outputs of the turn's
-    successful calls whose own arguments do not already hold it (an echo vouches for nothing)."""
+    successful calls to tools whose output is text from outside (``outside`` of the tool's
+    name), whose own arguments do not already hold it (an echo vouches for nothing)."""
     yield owner_text
     for result in results:
-        if not result.ok or result.output is None:
+        if not result.ok or result.output is None or not outside(result.name):
             continue
         if is_copied(value, strings_in(result.arguments)):
             continue
@@ -132,12 +137,15 @@ def _ran(result: ToolResult, contract: ToolContract) -> bool:
 
 
 def composed_urls(contract: ToolContract, arguments: dict[str, Any], *, tainted: bool, owner_text: str,
-                  results: Iterable[ToolResult]) -> list[str]:
+                  results: Iterable[ToolResult], outside: Callable[[str], bool] | None = None) -> list[str]:
     """The URL arguments of this call that were composed rather than copied; always empty in a
-    turn without untrusted text (``tainted`` False) or for a tool without ``url_args``."""
+    turn without untrusted text (``tainted`` False) or for a tool without ``url_args``.
+    ``outside`` tells, by a tool's name, whether its output is text from outside and so may vouch
+    for a URL (the registry: ``untrusted_output``); None lets every output vouch."""
+    from_outside = outside if outside is not None else (lambda _name: True)
     if not tainted or not contract.url_args:
         return []
     done = list(results)
     sent = {v.strip() for r in done if _ran(r, contract) for v in url_values(contract, r.arguments)}
     return [v for v in url_values(contract, arguments)
-            if v.strip() not in sent and not is_copied(v, _sources(owner_text, done, v.strip()))]
+            if v.strip() not in sent and not is_copied(v, _sources(owner_text, done, v.strip(), from_outside))]

@@ -126,3 +126,13 @@ def test_a_failed_or_waiting_call_vouches_for_nothing():
 
 def test_strings_in_reads_keys_values_and_lists_at_any_depth():
     assert sorted(strings_in({"a": ["b", {"c": "d"}, 1, None], "e": ("f",)})) == ["a", "b", "c", "d", "e", "f"]
+
+
+def test_only_an_output_from_outside_vouches_for_a_url():
+    listing = result({"jobs": [{"content": f"see {LEAK}"}]}, {}, name="proactive.list")  # what the model stored
+    page = result({"text": f"go to {LEAK}"}, {"url": "https://news.example/"})
+    outside = {"web.read_url"}.__contains__
+    assert composed_urls(FETCH, {"url": LEAK}, tainted=True, owner_text="", results=[listing],
+                         outside=outside) == [LEAK]
+    assert composed_urls(FETCH, {"url": LEAK}, tainted=True, owner_text="", results=[listing, page],
+                         outside=outside) == []

