@@ -11,7 +11,12 @@ substring of one of the sources' forms:
 
 * the value's forms: the value; the value without one trailing ``/``; each of these without a
   leading ``http://`` or ``https://`` (the owner typed ``example.com/page``); and the *decoded*
-  form of each. A form shorter than ``MIN_MATCH`` characters never counts (``"a"`` is in any text).
+  form of each, but only when the value is written uniformly (``_spellings``: all percent-encoded
+  as ``quote`` does it or not at all, all ``&amp;`` or all ``&``, composed or decomposed Unicode).
+  A value written mixed (``q=A%41%41A``, ``%80%9F`` for two undecodable bytes) is not decoded:
+  each such choice is a bit the server sees while the decoded text stays the same, so decoding it
+  would let the model spell a secret into a copied URL. A form shorter than ``MIN_MATCH``
+  characters never counts (``"a"`` is in any text).
 * the sources: the owner's text of the turn (``TurnScope.owner_text``) and every string, at any
   depth (keys too), of the output of each earlier successful call of the turn *to a tool whose
   output is text from outside* (``untrusted_output``: a page, a search result, an MCP result), as
@@ -22,8 +27,8 @@ substring of one of the sources' forms:
   what it was given (``web.search`` returns its query) cannot turn a composed URL into a copied one.
 * decoding, in order: JSON string escapes (``\\/`` and ``\\uXXXX``, as in a JSON document read as
   text), HTML character references (``&amp;`` in a page's links), percent-decoding (``%2F``),
-  then Unicode NFC. The same decoding is applied to the value, so a link copied with ``&amp;``
-  or with ``&`` both match.
+  then Unicode NFC. The same decoding is applied to a uniformly written value, so a link copied
+  with ``&amp;`` or with ``&`` both match.
 
 A value the same tool already sent in a successful call of this turn (reading a page again; a
 dry run sent nothing and does not count)
@@ -41,7 +46,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from bruce.contracts import ToolContract, ToolResult
 
@@ -50,6 +55,7 @@ __all__ = ["MIN_MATCH", "composed_urls", "is_copied", "strings_in", "url_values"
 MIN_MATCH = 8  # the shortest form that counts as found (``https://`` alone is 8)
 _JSON_ESCAPES = re.compile(r"(?:\\u[0-9a-fA-F]{4})+")
 _SCHEMES = ("https://", "http://")
+_URL_SAFE = "-._~:/?#[]@!$&'()*+,;="  # left as they are when a decoded URL is percent-encoded again
 
 
 def strings_in(value: Any) -> Iterator[str]:
@@ -83,11 +89,28 @@ def _decoded(text: str) -> str:
     return unicodedata.normalize("NFC", plain)
 
 
+def _spellings(decoded: str) -> set[str]:
+    """The few uniform ways to write ``decoded`` in a URL: as it is or percent-encoded (upper-case
+    hex, as ``quote`` writes it), in composed or decomposed Unicode, with ``&`` or ``&amp;``."""
+    letters = {decoded, unicodedata.normalize("NFD", decoded)}
+    written = letters | {quote(text, safe=_URL_SAFE) for text in letters}
+    return written | {text.replace("&", "&amp;") for text in written}
+
+
+def _decoded_form(value: str) -> str | None:
+    """``value`` decoded, when ``value`` is one of its uniform spellings; else None. Decoding a
+    value written *mixed* (``A%41A``, ``%80`` for one byte and ``%81`` for another, ``&amp;`` in one
+    place and ``&`` in the next) is refused: those many spellings of one decoded URL could each
+    carry a bit the server reads, so such a value must be found as it is written."""
+    decoded = _decoded(value)
+    return decoded if decoded != value and value in _spellings(decoded) else None
+
+
 def _forms(value: str) -> set[str]:
     """The spellings of ``value`` that count as the same URL (see the module's docstring)."""
     base = {value, value[:-1] if value.endswith("/") else value}
     base |= {form[len(s):] for form in base for s in _SCHEMES if form.startswith(s)}
-    forms = base | {_decoded(form) for form in base}
+    forms = base | {d for d in map(_decoded_form, base) if d is not None}
     return {form for form in forms if len(form) >= MIN_MATCH}
 
 

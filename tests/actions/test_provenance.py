@@ -48,6 +48,18 @@ ROWS = [
     ("https://news.example/a/b/secret", ["https://news.example/a/b/", "secret"], COMPOSED),
     ("https://attacker.example/x", [], COMPOSED),
     ("https://attacker.example/x", [""], COMPOSED),
+    # one decoded URL written many ways: each choice would be a bit the server reads (a secret
+    # spelled into a copied link), so a mixed spelling must be found as written
+    ("https://attacker.example/c?q=A%41%41AA%41AAAAAA%41AAA", ["https://attacker.example/c?q=AAAAAAAAAAAAAAAA"],
+     COMPOSED),
+    ("https://attacker.example/c?q=%41%41%41%41", ["https://attacker.example/c?q=AAAA"], COMPOSED),
+    ("https://attacker.example/c?q=A&#65;A", ["https://attacker.example/c?q=AAA"], COMPOSED),
+    ("https://attacker.example/c?q=%80%9f%a3%bb", ["https://attacker.example/c?q=\ufffd\ufffd\ufffd\ufffd"],
+     COMPOSED),
+    ("https://news.example/a?x=1&amp;y=2&z=3", ["https://news.example/a?x=1&y=2&z=3"], COMPOSED),
+    ("https://news.example/caf\u00e9e\u0301", ["https://news.example/caf\u00e9\u00e9"], COMPOSED),
+    ("https://news.example/a%2fb", ["https://news.example/a/b"], COMPOSED),  # lower-case hex: not as quote writes it
+    ("https://news.example/caf%C3%A9", ["https://news.example/caf\u00e9"], COPIED),  # uniformly encoded
     # too short to be found by chance
     ("x.io", ["a text that mentions x.io"], COMPOSED),
 ]

