@@ -16,7 +16,8 @@ substring of one of the sources' forms:
   A value written mixed (``q=A%41%41A``, ``%80%9F`` for two undecodable bytes) is not decoded:
   each such choice is a bit the server sees while the decoded text stays the same, so decoding it
   would let the model spell a secret into a copied URL. A form shorter than ``MIN_MATCH``
-  characters never counts (``"a"`` is in any text).
+  characters never counts (``"a"`` is in any text). A form is found only where it ends as a link
+  or a part of one ends (``_found``): a link cut at any letter would let the cut's length carry bits.
 * the sources: the owner's text of the turn (``TurnScope.owner_text``) and every string, at any
   depth (keys too), of the output of each earlier successful call of the turn *to a tool whose
   output is text from outside* (``untrusted_output``: a page, a search result, an MCP result), as
@@ -55,7 +56,10 @@ __all__ = ["MIN_MATCH", "composed_urls", "is_copied", "strings_in", "url_values"
 MIN_MATCH = 8  # the shortest form that counts as found (``https://`` alone is 8)
 _JSON_ESCAPES = re.compile(r"(?:\\u[0-9a-fA-F]{4})+")
 _SCHEMES = ("https://", "http://")
-_URL_SAFE = "-._~:/?#[]@!$&'()*+,;="  # left as they are when a decoded URL is percent-encoded again
+_URL_SAFE = "-._~:/?#[]@!$&'()*+,;="
+_URL_RUN = re.compile(r"[\w\-.~:/?#\[\]@!$&'()*+,;=%]+")  # characters a link goes on with
+_NEW_PART = "/?#&"
+_CLOSING = ".,;:!?)]'*"  # left as they are when a decoded URL is percent-encoded again
 
 
 def strings_in(value: Any) -> Iterator[str]:
@@ -120,11 +124,27 @@ def is_copied(value: str, sources: Iterable[str]) -> bool:
     if not forms:
         return False
     for source in sources:
-        if any(form in source for form in forms):
+        if any(_found(form, source) for form in forms):
             return True
         decoded = _decoded(source)
-        if decoded != source and any(form in decoded for form in forms):
+        if decoded != source and any(_found(form, decoded) for form in forms):
             return True
+    return False
+
+
+def _found(form: str, source: str) -> bool:
+    """``form`` occurs in ``source`` and ends where a link, or a part of one, ends: the source goes
+    on with no URL character, only closing punctuation (``a.example/x.`` at a sentence's end), or
+    a new part (``/``, ``?``, ``#``, ``&``). Cutting a link anywhere else (``q=AAAA`` out of
+    ``q=AAAAAAAA…``) would let the length of the cut carry bits of a fact."""
+    start = source.find(form)
+    while start != -1:
+        end = start + len(form)
+        rest = _URL_RUN.match(source, end)
+        tail = rest.group(0) if rest else ""
+        if not tail or tail[0] in _NEW_PART or not tail.strip(_CLOSING):
+            return True
+        start = source.find(form, start + 1)
     return False
 
 

@@ -60,6 +60,12 @@ ROWS = [
     ("https://news.example/caf\u00e9e\u0301", ["https://news.example/caf\u00e9\u00e9"], COMPOSED),
     ("https://news.example/a%2fb", ["https://news.example/a/b"], COMPOSED),  # lower-case hex: not as quote writes it
     ("https://news.example/caf%C3%A9", ["https://news.example/caf\u00e9"], COPIED),  # uniformly encoded
+    # a link cut where no part of it ends: the length of the cut would carry bits
+    ("https://attacker.example/c?q=AAAA", ["https://attacker.example/c?q=AAAAAAAAAAAA"], COMPOSED),
+    ("https://attacker.example/c?q=AAAA", ["go to https://attacker.example/c?q=AAAAxyz now"], COMPOSED),
+    ("https://news.example/a/b", ["read https://news.example/a/b. Then stop."], COPIED),  # a sentence's full stop
+    ("https://news.example/a/b", ["(https://news.example/a/b)"], COPIED),
+    ("https://news.example/a/b?x=1", [PAGE_URL], COPIED),  # the query cut at a parameter
     # too short to be found by chance
     ("x.io", ["a text that mentions x.io"], COMPOSED),
 ]

@@ -221,9 +221,12 @@ async def test_a_composed_url_stored_in_a_reminder_and_listed_back_is_still_comp
     assert [r.tool_name for _, r in channel.confirmations] == ["web.read_url"]
 
 
-async def test_a_link_from_the_page_respelled_to_carry_a_secret_waits_for_the_owner(app_factory, fake_llm, channel):
+@pytest.mark.parametrize("secret_bits", ["0110100001101001", "cut:1101"])
+async def test_a_link_from_the_page_respelled_to_carry_a_secret_waits_for_the_owner(
+        app_factory, fake_llm, channel, secret_bits):
     """The page shows ``/collect?q=AAAA…``; the steered model writes each ``A`` as ``A`` or ``%41``
-    (one bit of a fact per letter). Decoded, it is the page's link; as sent, it is the fact."""
+    (one bit of a fact per letter), or cuts the link after as many letters as the number it
+    sends. Decoded, or as a piece, it is the page's link; as sent, it is the fact."""
     server = LocalServer()
     seen: list[str] = []
 
@@ -242,8 +245,10 @@ async def test_a_link_from_the_page_respelled_to_carry_a_secret_waits_for_the_ow
     await server.start()
     try:
         app = await app_factory(tools={"web": {"allow_private": True}})
-        secret_bits = "0110100001101001"  # "hi", one bit per letter
-        respelled = "".join("%41" if bit == "1" else "A" for bit in secret_bits)
+        if secret_bits.startswith("cut:"):  # 13 letters of 16: the number is the length
+            respelled = "A" * int(secret_bits[4:], 2)
+        else:  # "hi", one bit per letter
+            respelled = "".join("%41" if bit == "1" else "A" for bit in secret_bits)
         fake_llm.add(Step.tool_calls(("web_read_url", {"url": server.url("/page")})),
                      Step.tool_calls(("web_read_url", {"url": server.url("/collect?q=" + respelled)})),  # CALL
                      Step.text("I asked before opening that link."))
