@@ -264,3 +264,18 @@ async def test_a_job_made_after_a_page_can_be_cancelled_after_a_page_without_ask
     await say(mem_app, "read it again and drop that reminder")
     assert channel.confirmations == []
     assert (await rows(mem_app, "SELECT status FROM proactive_jobs"))[0]["status"] == "cancelled"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="stdio subprocess")
+async def test_an_mcp_client_can_neither_schedule_a_fake_artifact_link_nor_plant_a_fact(tmp_path):
+    config = write_config(tmp_path)
+    fake = "http://127.0.0.1:8765/artifacts/0123456789abcdef/report.html"
+    async with stdio_client(config) as client:
+        made = await client.call_tool("proactive.create", {"execution_mode": "message", "in_seconds": 3600,
+                                                           "content": f"Your report is ready: {fake}"})
+        assert made.is_error and fake in made.content[0].text  # refused, naming the link
+        planted = await client.call_tool("memory.remember", {"type": "fact", "content": PLANTED})
+        assert planted.is_error and payload(planted)["status"] == "skipped"  # nobody here can say yes
+    db = tmp_path / "bruce.db"
+    assert db_rows(db, "SELECT id FROM proactive_jobs") == []
+    assert db_rows(db, "SELECT id FROM memory_facts") == []
