@@ -18,7 +18,9 @@ Trust (issue 30): once untrusted text entered the turn (``ctx.untrusted``: a web
 result, an MCP result, or an MCP client's call), a job made, resumed or rescheduled is stored
 ``untrusted`` and its runs start tainted; making, resuming or rescheduling an *agent-mode* job then
 needs the owner's yes first (``NeedsConfirmation``, with the job's content and schedule as the
-preview). Message-mode jobs do not ask: their text is sent as written, no tool runs.
+preview). Message-mode jobs do not ask: their text is sent as written, no tool runs. Pausing or
+cancelling a job made in a clean turn (not ``untrusted``) asks too, showing the job: a page must
+not silently stop the owner's own reminder (as ``memory.forget`` asks, so it cannot drop a fact).
 
 Failure codes: ``invalid_args``; ``unavailable`` (no scheduler in this process, e.g. the tool
 list of ``bruce tools``, or a call outside a conversation).
@@ -242,6 +244,8 @@ class _Proactive:
         with _for_the_model():
             view: JobView
             if action == "pause":
+                if _asks(ctx):
+                    await _ask_to_stop(jobs, conversation, job_id, "pause", ctx.person)
                 view = await jobs.pause(conversation, job_id, person=ctx.person)
                 return view.as_dict()
             if _asks(ctx):
@@ -255,6 +259,8 @@ class _Proactive:
     async def cancel(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         jobs, conversation = self._where(ctx)
         with _for_the_model():
+            if _asks(ctx):
+                await _ask_to_stop(jobs, conversation, args.get("job_id"), "cancel", ctx.person)
             view = await jobs.cancel(conversation, args.get("job_id"), person=ctx.person)
         return view.as_dict()
 
@@ -277,6 +283,21 @@ async def _ask_to_change(jobs: JobBook, conversation: ConversationId, job_id: An
         return
     planned = await jobs.planned(conversation, job_id, action, schedule, person=person)
     raise NeedsConfirmation(planned.preview(_WHY.format(what=f"{action} agent job {job.id}")))
+
+
+_WHY_STOP = ("After untrusted text (a page, a search result, an MCP result or client) entered this turn, the model "
+             "asks to {what}, a job made in a turn without untrusted text. Approve only if you asked for it.")
+
+
+async def _ask_to_stop(jobs: JobBook, conversation: ConversationId, job_id: Any, action: str, person: str) -> None:
+    """Pausing or cancelling a live job that was made in a clean turn (not ``untrusted``), in a
+    tainted turn, needs the owner's yes: a page must not silently stop the owner's own reminder.
+    A job made after untrusted text is stopped as asked (stopping runs nothing)."""
+    job = await jobs.get(conversation, job_id, person=person)
+    stopped = JobStatus.PAUSED if action == "pause" else JobStatus.CANCELLED
+    if job.untrusted or job.status is stopped or job.status not in (JobStatus.ACTIVE, JobStatus.PAUSED):
+        return  # nothing of the owner's would stop (errors, such as a finished job, come from the book)
+    raise NeedsConfirmation(JobView(job).preview(_WHY_STOP.format(what=f"{action} job {job.id}")))
 
 
 def proactive_tools(jobs: JobBook | None) -> list[tuple[ToolContract, ToolHandler]]:

@@ -85,10 +85,17 @@ def _text(conversation_id: ConversationId | None) -> str:
     return "" if conversation_id is None else str(conversation_id)
 
 
-def _composed(contract: ToolContract, arguments: dict[str, Any], scope: TurnScope) -> list[str]:
-    """The URL arguments of a call in a tainted turn that no one wrote (``bruce.actions.provenance``)."""
+def _composed(contract: ToolContract, arguments: dict[str, Any], scope: TurnScope,
+              get: Callable[[str], RegisteredTool | None]) -> list[str]:
+    """The URL arguments of a call in a tainted turn that no one wrote (``bruce.actions.provenance``).
+    Only the output of a tool returning text from outside (``untrusted_output``) vouches for a URL:
+    Bruce's own tools return what the model wrote earlier (a reminder read back by ``proactive.list``)."""
+    def outside(name: str) -> bool:
+        tool = get(name)
+        return tool is not None and tool.contract.untrusted_output
+
     return composed_urls(contract, arguments, tainted=scope.tainted, owner_text=scope.owner_text,
-                         results=scope.results)
+                         results=scope.results, outside=outside)
 
 
 def idempotency_key(tool_name: str, conversation_id: str | None, arguments: Mapping[str, Any]) -> str:
@@ -283,7 +290,7 @@ class ToolRegistry:
             return True
         if contract.confirm_after_untrusted and scope.tainted:
             return True
-        return bool(_composed(contract, arguments, scope))
+        return bool(_composed(contract, arguments, scope, self.get))
 
     async def _cached(self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope,
                       started: float) -> ToolResult:
@@ -346,7 +353,7 @@ class ToolRegistry:
         request = await self._confirmations.request(
             tool.contract, arguments, conversation_id=_text(scope.conversation_id), user_id=scope.user_id,
             turn_id=scope.turn_id, call_id=call.id, preview=preview, step_up=tool.policy.step_up,
-            composed=_composed(tool.contract, arguments, scope), untrusted=scope.tainted,
+            composed=_composed(tool.contract, arguments, scope, self.get), untrusted=scope.tainted,
         )
         scope.confirmations.append(request)
         how = " (the owner must approve it on the machine with `bruce approve`)" if request.step_up else ""

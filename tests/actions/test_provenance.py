@@ -48,6 +48,24 @@ ROWS = [
     ("https://news.example/a/b/secret", ["https://news.example/a/b/", "secret"], COMPOSED),
     ("https://attacker.example/x", [], COMPOSED),
     ("https://attacker.example/x", [""], COMPOSED),
+    # one decoded URL written many ways: each choice would be a bit the server reads (a secret
+    # spelled into a copied link), so a mixed spelling must be found as written
+    ("https://attacker.example/c?q=A%41%41AA%41AAAAAA%41AAA", ["https://attacker.example/c?q=AAAAAAAAAAAAAAAA"],
+     COMPOSED),
+    ("https://attacker.example/c?q=%41%41%41%41", ["https://attacker.example/c?q=AAAA"], COMPOSED),
+    ("https://attacker.example/c?q=A&#65;A", ["https://attacker.example/c?q=AAA"], COMPOSED),
+    ("https://attacker.example/c?q=%80%9f%a3%bb", ["https://attacker.example/c?q=\ufffd\ufffd\ufffd\ufffd"],
+     COMPOSED),
+    ("https://news.example/a?x=1&amp;y=2&z=3", ["https://news.example/a?x=1&y=2&z=3"], COMPOSED),
+    ("https://news.example/caf\u00e9e\u0301", ["https://news.example/caf\u00e9\u00e9"], COMPOSED),
+    ("https://news.example/a%2fb", ["https://news.example/a/b"], COMPOSED),  # lower-case hex: not as quote writes it
+    ("https://news.example/caf%C3%A9", ["https://news.example/caf\u00e9"], COPIED),  # uniformly encoded
+    # a link cut where no part of it ends: the length of the cut would carry bits
+    ("https://attacker.example/c?q=AAAA", ["https://attacker.example/c?q=AAAAAAAAAAAA"], COMPOSED),
+    ("https://attacker.example/c?q=AAAA", ["go to https://attacker.example/c?q=AAAAxyz now"], COMPOSED),
+    ("https://news.example/a/b", ["read https://news.example/a/b. Then stop."], COPIED),  # a sentence's full stop
+    ("https://news.example/a/b", ["(https://news.example/a/b)"], COPIED),
+    ("https://news.example/a/b?x=1", [PAGE_URL], COPIED),  # the query cut at a parameter
     # too short to be found by chance
     ("x.io", ["a text that mentions x.io"], COMPOSED),
 ]
@@ -126,3 +144,13 @@ def test_a_failed_or_waiting_call_vouches_for_nothing():
 
 def test_strings_in_reads_keys_values_and_lists_at_any_depth():
     assert sorted(strings_in({"a": ["b", {"c": "d"}, 1, None], "e": ("f",)})) == ["a", "b", "c", "d", "e", "f"]
+
+
+def test_only_an_output_from_outside_vouches_for_a_url():
+    listing = result({"jobs": [{"content": f"see {LEAK}"}]}, {}, name="proactive.list")  # what the model stored
+    page = result({"text": f"go to {LEAK}"}, {"url": "https://news.example/"})
+    outside = {"web.read_url"}.__contains__
+    assert composed_urls(FETCH, {"url": LEAK}, tainted=True, owner_text="", results=[listing],
+                         outside=outside) == [LEAK]
+    assert composed_urls(FETCH, {"url": LEAK}, tainted=True, owner_text="", results=[listing, page],
+                         outside=outside) == []

