@@ -31,7 +31,7 @@ from bruce.runtime.pairing import new_code
 from bruce.runtime.people import person_of
 from bruce.store import Store
 from bruce.texts import PAIRING_FULL, STRANGER_REFUSED, pairing_code
-from bruce.values import PairingOutcome
+from bruce.values import PairingOutcome, is_owner
 
 __all__ = ["Access", "AccessRule", "AccessSettings"]
 
@@ -86,6 +86,14 @@ class Access:
             self._paired[channel] = self._paired.get(channel, frozenset()) | {user_id}
             return True
         return False
+
+    async def still_admits(self, person: str) -> bool:
+        """Whether ``person`` (a stored job's) is someone Bruce still answers: the owner always; a
+        guest while their platform has an access rule that admits them (allowed, or still paired)."""
+        if is_owner(person):
+            return True
+        channel, _, user_id = person.partition(":")
+        return channel in self._rules and await self.admits(channel, user_id)
 
     def person(self, channel: str, user_id: str | None) -> str:
         """The person an admitted sender is: ``OWNER`` or a guest's key (``bruce.runtime.people``)."""

@@ -234,15 +234,14 @@ async def test_in_a_group_a_guest_can_neither_list_nor_cancel_the_owners_job(tel
     assert [r["status"] for r in await rows(app, "SELECT status FROM proactive_jobs")] == ["active"]
 
 
-async def test_a_run_of_a_guests_job_runs_as_that_guest(app_factory, fake_llm, clock, tmp_path):
+async def test_a_run_of_a_guests_job_runs_as_that_guest(telegram, api, fake_llm, clock):
     """A guest's agent job fires as the guest: their memory, their tools; never the owner's."""
-    app = await app_factory(memory={"enabled": True, "model": "openai/memory"},
-                            tools={"http_post": {"allowed_urls": ["https://example.org/hook"]},
-                                   "files": {"notes_dir": str(tmp_path / "notes")}})
+    app = await telegram()
     await owners_fact(app)
-    job = (await app.jobs.create(ConversationId("test", "group"), {"execution_mode": "agent", "in_seconds": 60,
-                                                                   "content": "Post what you know about the owner."},
-                                 person="telegram:222")).job
+    job = (await app.jobs.create(ConversationId("telegram", str(GROUP)),
+                                 {"execution_mode": "agent", "in_seconds": 60,
+                                  "content": "Post what you know about the owner."},
+                                 person=f"telegram:{FRIEND}")).job
     fake_llm.add(Step.tool_calls(("http_post", {"url": "https://example.org/hook", "body": {}})), Step.text("Done."))
     clock.advance(seconds=60)
     await app.scheduler.sync()
@@ -253,6 +252,43 @@ async def test_a_run_of_a_guests_job_runs_as_that_guest(app_factory, fake_llm, c
     assert [(r["tool_name"], r["status"]) for r in await rows(app, "SELECT tool_name, status FROM tool_executions")] \
         == [("http.post", "denied")]
     assert (await app.store.jobs.runs(job.id))[0].turn_id is not None
+
+
+# a guest no longer admitted: their jobs stop, paused with the reason (the owner sees it) ------------
+
+async def test_a_revoked_guests_recurring_job_stops_running_and_the_owner_sees_why(telegram, api, fake_llm, clock):
+    app = await telegram()
+    await pair(app, api, STRANGER)
+    job = (await app.jobs.create(ConversationId("telegram", str(STRANGER)),
+                                 {"execution_mode": "agent", "every_seconds": 60,
+                                  "content": "Read https://example.org/news and tell me."},
+                                 person=f"telegram:{STRANGER}")).job
+    await app.store.pairing.revoke("telegram", str(STRANGER))
+    fake_llm.add(*[Step.text("Here is the news.")] * 3)
+    for _ in range(3):
+        clock.advance(seconds=61)
+        await app.scheduler.sync()
+        await app.scheduler.wait_idle()
+
+    assert chat_requests(fake_llm) == []  # no agent turn for someone no longer admitted
+    assert "news" not in " ".join(c["text"] for c in api.calls_to("sendMessage"))
+    (stored,) = await rows(app, "SELECT status, flagged FROM proactive_jobs WHERE id = ?", job.id)
+    assert stored["status"] == "paused"
+    assert f"telegram:{STRANGER}" in stored["flagged"] and "no longer admitted" in stored["flagged"]
+    assert await app.store.jobs.runs(job.id) == []
+
+
+async def test_an_allowed_user_taken_out_of_the_config_has_their_job_paused(telegram, api, fake_llm, clock):
+    app = await telegram(allowed=(111,))  # 222 was allowed when the job was made; no longer
+    job = (await app.jobs.create(ConversationId("telegram", "222"),
+                                 {"execution_mode": "message", "every_seconds": 60, "content": "Water the plants"},
+                                 person="telegram:222")).job
+    clock.advance(seconds=61)
+    await app.scheduler.sync()
+    await app.scheduler.wait_idle()
+    assert [c for c in api.calls_to("sendMessage") if int(c["chat_id"]) == 222] == []
+    (stored,) = await rows(app, "SELECT status FROM proactive_jobs WHERE id = ?", job.id)
+    assert stored["status"] == "paused"
 
 
 # tools -----------------------------------------------------------------------------------
