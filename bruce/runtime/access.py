@@ -31,7 +31,7 @@ from bruce.runtime.pairing import new_code
 from bruce.runtime.people import person_of
 from bruce.store import Store
 from bruce.texts import PAIRING_FULL, STRANGER_REFUSED, pairing_code
-from bruce.values import PairingOutcome, is_owner
+from bruce.values import ConversationId, PairingOutcome, is_owner
 
 __all__ = ["Access", "AccessRule", "AccessSettings"]
 
@@ -87,13 +87,18 @@ class Access:
             return True
         return False
 
-    async def still_admits(self, person: str) -> bool:
-        """Whether ``person`` (a stored job's) is someone Bruce still answers: the owner always; a
-        guest while their platform has an access rule that admits them (allowed, or still paired)."""
-        if is_owner(person):
+    async def still_admits(self, person: str, conversation: ConversationId) -> bool:
+        """Whether a job of ``person`` in ``conversation`` may still run as them. A guest: while
+        their platform has an access rule that admits them (allowed, or still paired). The owner:
+        on a chat platform, only where the owner has written, or nobody has (a job made before
+        ``people.owner`` in a chat only a guest writes in would read the owner's memory to them)."""
+        if not is_owner(person):
+            channel, _, user_id = person.partition(":")
+            return channel in self._rules and await self.admits(channel, user_id)
+        if conversation.channel not in self._rules:
             return True
-        channel, _, user_id = person.partition(":")
-        return channel in self._rules and await self.admits(channel, user_id)
+        senders = await self._store.jobs.senders(str(conversation))
+        return not senders or any(is_owner(self.person(conversation.channel, s)) for s in senders)
 
     def person(self, channel: str, user_id: str | None) -> str:
         """The person an admitted sender is: ``OWNER`` or a guest's key (``bruce.runtime.people``)."""

@@ -199,9 +199,9 @@ class Worker:
                                                 tainted=tainted)
         return await self._owned(work, f"proactive:{conversation_id}")
 
-    async def admitted(self, person: str) -> bool:
-        """Whether a job of ``person`` may still run (``Access.still_admits``)."""
-        return await self._access.still_admits(person)
+    async def admitted(self, person: str, conversation_id: ConversationId) -> bool:
+        """Whether a job of ``person`` in that conversation may still run (``Access.still_admits``)."""
+        return await self._access.still_admits(person, conversation_id)
 
     async def post(self, conversation_id: ConversationId, text: str) -> int:
         """Store and send a text with no model call. Raises ``ShuttingDown`` once stopping."""

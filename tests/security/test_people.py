@@ -22,7 +22,7 @@ import pytest
 from bruce.store import Store
 from bruce.store.migrations import MIGRATIONS
 from bruce.values import OWNER as OWNER_KEY
-from bruce.values import ConversationId, FactType
+from bruce.values import ConversationId, FactType, MessageStatus
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.llm_server import Step
 from tests.fakes.telegram_api import FakeTelegramAPI
@@ -289,6 +289,28 @@ async def test_an_allowed_user_taken_out_of_the_config_has_their_job_paused(tele
     assert [c for c in api.calls_to("sendMessage") if int(c["chat_id"]) == 222] == []
     (stored,) = await rows(app, "SELECT status FROM proactive_jobs WHERE id = ?", job.id)
     assert stored["status"] == "paused"
+
+
+async def test_an_owners_job_in_a_chat_where_only_a_guest_writes_does_not_run_as_the_owner(telegram, api, fake_llm,
+                                                                                            clock):
+    """A job made before ``people.owner`` named only 111 (or given to the owner by migration 13)
+    in 222's private chat: its runs would read the owner's memory and send it to 222."""
+    app = await telegram()
+    await owners_fact(app)
+    chat = ConversationId("telegram", str(FRIEND))
+    await app.store.messages.ensure_conversation(str(chat), "telegram", str(FRIEND))
+    await app.store.messages.add_inbound(str(chat), sender_id=str(FRIEND), text="hi", platform_message_id="1",
+                                         status=MessageStatus.DONE)
+    job = (await app.jobs.create(chat, {"execution_mode": "agent", "every_seconds": 60,
+                                        "content": "Tell me what you know about me."})).job
+    fake_llm.add(*[Step.text("You are allergic to penicillin.")] * 2)
+    clock.advance(seconds=61)
+    await app.scheduler.sync()
+    await app.scheduler.wait_idle()
+    assert "penicillin" not in json.dumps(chat_requests(fake_llm))
+    assert [c for c in api.calls_to("sendMessage") if int(c["chat_id"]) == FRIEND] == []
+    (stored,) = await rows(app, "SELECT status, flagged FROM proactive_jobs WHERE id = ?", job.id)
+    assert stored["status"] == "paused" and "owner" in stored["flagged"]
 
 
 # a group chat: a guest's words are untrusted text in the owner's turn ----------------------
