@@ -51,7 +51,7 @@ class TurnView:
     summary: Summary | None
     previous_at: str | None  # when the message before the turn's own was stored
     history: list[StoredMessage]
-    # the senders of the session's inbound messages (since the last /new, the summarized ones too)
+    # who wrote what the turn reads: the session's senders; the conversation's once it has a summary
     senders: frozenset[str] = frozenset()
 
 
