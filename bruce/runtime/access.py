@@ -100,6 +100,14 @@ class Access:
         senders = await self._store.jobs.senders(str(conversation))
         return not senders or any(is_owner(self.person(conversation.channel, s)) for s in senders)
 
+    async def others_wrote(self, person: str, conversation: ConversationId) -> bool:
+        """Whether someone other than ``person`` ever wrote in ``conversation`` (a group): a run of
+        ``person``'s job there reads their words in its history, as a chat turn would."""
+        if conversation.channel not in self._rules:
+            return False
+        senders = await self._store.jobs.senders(str(conversation))
+        return any(self.person(conversation.channel, s) != person for s in senders)
+
     def person(self, channel: str, user_id: str | None) -> str:
         """The person an admitted sender is: ``OWNER`` or a guest's key (``bruce.runtime.people``)."""
         return person_of(channel, user_id, rules=self._rules, owners=self._owners)
