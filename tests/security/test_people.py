@@ -372,6 +372,8 @@ async def test_a_run_of_the_owners_job_in_a_group_reads_a_guests_words_tainted(t
     await app.scheduler.wait_idle()
     assert await rows(app, "SELECT content FROM memory_facts WHERE person = ?", OWNER_KEY) == []
     assert [r["status"] for r in await rows(app, "SELECT status FROM job_runs")] == ["held"]
+    told = (await tg_replies(api, GROUP, 3))[-1]
+    assert "memory.remember" in told and "someone else wrote in this chat" in told
 
 
 # tools -----------------------------------------------------------------------------------
