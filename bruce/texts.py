@@ -161,13 +161,15 @@ def unlinked(text: str) -> str:
     return _DOT.sub("[.]", text)
 
 
-def job_held(job_id: str, tool: str, arguments: str) -> str:
-    """An untrusted job's run stopped at a tool that needs a yes: what it wanted, short, inert
-    (control characters written out, no clickable link, inside a code span it cannot leave)."""
+def job_held(job_id: str, tool: str, arguments: str, *, untrusted: bool = True) -> str:
+    """A tainted job run (an untrusted job's, or one in a chat where others write) stopped at a
+    tool that needs a yes: what it wanted, short, inert (control characters written out, no
+    clickable link, inside a code span it cannot leave)."""
     shown = unlinked(" ".join(visible(arguments).split())).replace("`", "'")
     shown = shown if len(shown) <= 200 else shown[:197] + "..."
-    return (f"Scheduled job {job_id} stopped before running {tool} with `{shown}`: that needs your yes, and this "
-            "job is untrusted (it was made or changed after untrusted text, such as a web page, entered a chat). "
+    why = ("this job is untrusted (it was made or changed after untrusted text, such as a web page, entered a chat)"
+           if untrusted else "this run read what someone else wrote in this chat")
+    return (f"Scheduled job {job_id} stopped before running {tool} with `{shown}`: that needs your yes, and {why}. "
             "Nothing of it was done and its answer was not sent. If you want it, ask me in chat; if not, cancel the "
             f"job (ask me, or `bruce jobs cancel {job_id}`). I say this once until the job is changed.")
 

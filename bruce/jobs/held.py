@@ -25,10 +25,10 @@ log = structlog.get_logger("bruce.jobs.scheduler")  # the scheduler's events
 async def record_held(jobs: JobStore, notices: Notices, job: JobRecord, run_id: int, turn_id: str,
                       held: HeldCall) -> JobRunStatus:
     await jobs.finish_run(run_id, status=JobRunStatus.HELD, turn_id=turn_id,
-                          error=f"stopped before {held.tool}: it needs the owner's yes (an untrusted job)")
+                          error=f"stopped before {held.tool}: it needs the owner's yes (a tainted run)")
     told = await jobs.mark_held_told(job.id)
     if told:
-        await notices.post(ConversationId.parse(job.conversation_id), job_held(job.id, held.tool, held.arguments),
-                           kind=MessageKind.NOTICE)
+        text = job_held(job.id, held.tool, held.arguments, untrusted=job.untrusted)
+        await notices.post(ConversationId.parse(job.conversation_id), text, kind=MessageKind.NOTICE)
     log.warning("scheduler.held", tool=held.tool, told=told)
     return JobRunStatus.HELD

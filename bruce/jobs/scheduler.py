@@ -5,7 +5,10 @@ is only the timer, re-loaded from the table at start-up and kept in step with it
 through ``JobBook`` re-arms at once; a sync every ``sync_interval_s`` picks up what another
 process or ``bruce jobs`` changed). A firing:
 
-1. checks the job is still active and still due at that instant (a stale timer does nothing);
+1. checks the job is still active and still due at that instant (a stale timer does nothing),
+   and that its person is still admitted there: a guest's job is paused, with the reason, once
+   they are revoked or out of the config; so is an owner's job in a chat only guests write in
+   (``Doors.admitted``);
 2. claims the run: inserts its ``job_runs`` row, unique on ``(job_id, scheduled_for)``; a second
    claim (another process, a retry, a restart) gets nothing to do;
 3. delivers through the worker's doors: ``post`` (message mode: the text as written, no model;
@@ -79,6 +82,8 @@ class Doors(Protocol):
                             tools: ToolFilter | None = None, quiet_token: str | None = None,
                             owner_text: str | None = None, person: str = OWNER,
                             tainted: bool = False) -> TurnOutcome: ...
+
+    async def admitted(self, person: str, conversation_id: ConversationId) -> bool: ...
 
 
 def no_proactive_tools(contract: ToolContract) -> bool:
@@ -274,6 +279,12 @@ class Scheduler:
         if lateness < -EARLY_TOLERANCE:  # the wall clock went back since the timer was set
             log.info("scheduler.early", early_ms=-ms(lateness))
             self._arm(job_id, scheduled_for)
+            return
+        if not await self._doors.admitted(job.person, ConversationId.parse(job.conversation_id)):  # not run for them
+            log.warning("scheduler.paused_not_admitted", person=job.person)
+            await self._jobs.update(job.id, expect_next_run_at=scheduled_for, status=JobStatus.PAUSED,
+                                    flagged=f"paused: {job.person} is no longer admitted here (revoked, not in the "
+                                            "config, or the owner's job in a chat the owner does not write in)")
             return
         run_id = await self._jobs.claim_run(job_id, scheduled_for, lateness_ms=max(ms(lateness), 0))
         if run_id is None:

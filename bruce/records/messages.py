@@ -46,11 +46,13 @@ class Summary:
 @dataclass(frozen=True, slots=True)
 class TurnView:
     """What a turn starts from: the session summary, when the message before the turn's came,
-    and the history the model sees."""
+    the history the model sees, and who wrote in the session."""
 
     summary: Summary | None
     previous_at: str | None  # when the message before the turn's own was stored
     history: list[StoredMessage]
+    # who wrote what the turn reads: the session's senders; the conversation's once it has a summary
+    senders: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

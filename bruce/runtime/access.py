@@ -31,7 +31,7 @@ from bruce.runtime.pairing import new_code
 from bruce.runtime.people import person_of
 from bruce.store import Store
 from bruce.texts import PAIRING_FULL, STRANGER_REFUSED, pairing_code
-from bruce.values import PairingOutcome
+from bruce.values import ConversationId, PairingOutcome, is_owner
 
 __all__ = ["Access", "AccessRule", "AccessSettings"]
 
@@ -86,6 +86,27 @@ class Access:
             self._paired[channel] = self._paired.get(channel, frozenset()) | {user_id}
             return True
         return False
+
+    async def still_admits(self, person: str, conversation: ConversationId) -> bool:
+        """Whether a job of ``person`` in ``conversation`` may still run as them. A guest: while
+        their platform has an access rule that admits them (allowed, or still paired). The owner:
+        on a chat platform, only where the owner has written, or nobody has (a job made before
+        ``people.owner`` in a chat only a guest writes in would read the owner's memory to them)."""
+        if not is_owner(person):
+            channel, _, user_id = person.partition(":")
+            return channel in self._rules and await self.admits(channel, user_id)
+        if conversation.channel not in self._rules:
+            return True
+        senders = await self._store.jobs.senders(str(conversation))
+        return not senders or any(is_owner(self.person(conversation.channel, s)) for s in senders)
+
+    async def others_wrote(self, person: str, conversation: ConversationId) -> bool:
+        """Whether someone other than ``person`` ever wrote in ``conversation`` (a group): a run of
+        ``person``'s job there reads their words in its history, as a chat turn would."""
+        if conversation.channel not in self._rules:
+            return False
+        senders = await self._store.jobs.senders(str(conversation))
+        return any(self.person(conversation.channel, s) != person for s in senders)
 
     def person(self, channel: str, user_id: str | None) -> str:
         """The person an admitted sender is: ``OWNER`` or a guest's key (``bruce.runtime.people``)."""

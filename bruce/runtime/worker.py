@@ -192,12 +192,17 @@ class Worker:
         owner_text: str | None = None, person: str = OWNER, tainted: bool = False,
     ) -> TurnOutcome:
         """A turn without a message (see ``Conversations.run_proactive``) as ``person`` (whose job
-        it runs), owned like a chat turn: drained or cancelled at shutdown. Raises
-        ``ShuttingDown`` once stopping."""
+        it runs), owned like a chat turn: drained or cancelled at shutdown; tainted when someone
+        else wrote in the conversation (``Access.others_wrote``). Raises ``ShuttingDown`` once stopping."""
+        tainted = tainted or await self._access.others_wrote(person, conversation_id)  # their words are in its history
         work = self.conversations.run_proactive(conversation_id, prompt, source=source, job_id=job_id, tools=tools,
                                                 quiet_token=quiet_token, owner_text=owner_text, person=person,
                                                 tainted=tainted)
         return await self._owned(work, f"proactive:{conversation_id}")
+
+    async def admitted(self, person: str, conversation_id: ConversationId) -> bool:
+        """Whether a job of ``person`` in that conversation may still run (``Access.still_admits``)."""
+        return await self._access.still_admits(person, conversation_id)
 
     async def post(self, conversation_id: ConversationId, text: str) -> int:
         """Store and send a text with no model call. Raises ``ShuttingDown`` once stopping."""

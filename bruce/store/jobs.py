@@ -189,3 +189,9 @@ class JobStore:
     async def message_status(self, message_id: int) -> tuple[str, str | None] | None:
         row = await self._db.row("SELECT status, send_error FROM messages WHERE id = ?", (message_id,))
         return (str(row["status"]), row["send_error"]) if row else None
+
+    async def senders(self, conversation_id: str) -> frozenset[str]:
+        """Everyone who ever wrote in a job's conversation (its inbound messages' senders)."""
+        rows = await self._db.rows("SELECT DISTINCT sender_id FROM messages WHERE conversation_id = ?"
+                                   " AND direction = 'in' AND sender_id IS NOT NULL", (conversation_id,))
+        return frozenset(str(r["sender_id"]) for r in rows)

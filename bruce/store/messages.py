@@ -124,15 +124,19 @@ class MessageStore:
 
     async def turn_view(self, conversation_id: str, *, limit: int, inbound_id: int | None = None) -> TurnView:
         """What a turn starts from, read in one trip: the session summary, when the message before
-        the turn's came, and the history (``history`` of the session after the summary, up to
-        the newest message)."""
+        the turn's came, the history (``history`` of the session after the summary, up to
+        the newest message) and everyone whose words are in either (every sender of the
+        session; of the whole conversation once it has a summary, which folds them all)."""
         def work(db: sqlite3.Connection) -> TurnView:
             summary = _latest_summary(db, conversation_id)
             last = _last_id(db, conversation_id)
             previous = _previous_time(db, conversation_id, inbound_id if inbound_id is not None else last + 1)
             after = max(summary.up_to_message_id if summary else 0, _session_start(db, conversation_id))
             history = _history(db, conversation_id, limit=limit, up_to_id=last, after_id=after, inbound_id=inbound_id)
-            return TurnView(summary, previous, history)
+            floor = 0 if summary else _session_start(db, conversation_id)  # a summary folds every session before
+            senders = db.execute("SELECT DISTINCT sender_id FROM messages WHERE conversation_id = ? AND direction = 'in'"
+                                 " AND id > ? AND sender_id IS NOT NULL", (conversation_id, floor))
+            return TurnView(summary, previous, history, frozenset(str(r["sender_id"]) for r in senders))
 
         return await self._db.read(work)
 

@@ -235,6 +235,8 @@ class TurnRunner:
         view, memory = await asyncio.gather(  # two reads queued at once: one wait for the database thread
             self._turn_view(scope.conversation, inbound.id if inbound else None),
             self._memory.context(scope.person) if self._memory is not None else _nothing_remembered())
+        if scope.user_id is not None and view.senders - {scope.user_id}:  # someone else wrote in this session:
+            scope.tainted = True  # their words steer the model as a page's would (docs/security.md, "People")
         system_prompt = build_system_prompt(
             system_prompt=s.system_prompt, name=s.name, summary=view.summary.summary if view.summary else None,
             now=self._clock.now(), zone=s.zone,
