@@ -105,7 +105,7 @@ class App:
         # recovery must not touch a message of this run, which its own turn handles
         self._claim_channels()
         await self.worker.close_interrupted_actions()  # its notices are sent by recover() below
-        left_over = await self.store.messages.max_id()
+        left_over = await self.worker.queue_left_over()  # answered before any message that arrives from now on
         for channel in self.channels.values():
             if isinstance(channel, OperatorChannel):
                 await channel.start_operated(self.worker, self.control)

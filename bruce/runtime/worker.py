@@ -2,8 +2,8 @@
 
 For each ``IncomingMessage``: admission (``bruce.runtime.access``: strangers cost no model call and
 no stored message; in a private chat they may be told how to pair), store it as pending,
-then start its turn (``Conversations``: one conversation at a time, different conversations
-concurrently). The worker also owns the background work: folding old history into summaries,
+then start its turn (``Conversations``: one conversation at a time and its messages in the
+order they arrived, those a crash left pending first; different conversations concurrently). The worker also owns the background work: folding old history into summaries,
 running locally approved actions, re-sending unsent replies; and the drain at shutdown.
 It is the ``Inbound`` a channel is started with (``deliver``, ``decide``, ``resend``), the door
 the scheduler uses (``run_proactive``, ``post``), and the owner's ``Control`` decides through it
@@ -36,7 +36,7 @@ from bruce.turns.commands import CommandName, parse_command
 from bruce.turns.conversations import Conversations
 from bruce.turns.runner import TurnOutcome
 from bruce.turns.scope import ToolFilter
-from bruce.values import OWNER, ConversationId, DecisionOutcome, MessageKind, MessageStatus, TurnSource
+from bruce.values import OWNER, ConversationId, DecisionOutcome, Direction, MessageKind, MessageStatus, TurnSource
 
 __all__ = ["Worker", "WorkerSettings"]
 
@@ -81,6 +81,7 @@ class Worker:
         self._turns: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._background: dict[ConversationId, asyncio.Task[bool]] = {}
+        self._left_over: list[tuple[ConversationId, int]] = []  # queued by queue_left_over, for recover
         self._accepting = True
         self._approvals_due = asyncio.Event()  # a local approval arrived: claim it now, not at the next poll
 
@@ -223,9 +224,19 @@ class Worker:
         return await self._spawn(work, name)
 
     async def _process(self, conversation_id: ConversationId, message_id: int, sender_id: str | None) -> None:
-        """Handle one stored message. A database failure (locked past the busy timeout, disk
-        full) is tried again with backoff; a retry never redoes a tool that already acted: such
-        a message is closed with what completed, as after a crash."""
+        """Handle one stored message once every older message of its conversation has been
+        handled (``ArrivalOrder``: the queue holds the message through its retries, so a newer
+        one never overtakes it)."""
+        async with self.conversations.order.turn(conversation_id, message_id):
+            handled = await self._attempts(conversation_id, message_id, sender_id)
+        if handled:
+            self._maybe_fold(conversation_id)
+
+    async def _attempts(self, conversation_id: ConversationId, message_id: int, sender_id: str | None) -> bool:
+        """A database failure (locked past the busy timeout, disk full) is tried again with
+        backoff; a retry never redoes a tool that already acted: such a message is closed with
+        what completed, as after a crash. False: the message stays pending (answered at the next
+        start)."""
         s = self._settings
         person = self._access.person(conversation_id.channel, sender_id)  # the sender decides, even in a group
         for attempt in range(s.store_retries + 1):
@@ -234,18 +245,18 @@ class Worker:
                     await self._handle(conversation_id, message_id, sender_id, person, retry=attempt > 0)
                 if self._on_answered is not None:
                     self._on_answered(conversation_id, message_id, person)
-                break
+                return True
             except StoreError as exc:
                 log.warning("worker.store_failed", conversation=str(conversation_id), message_id=message_id,
                             attempt=attempt + 1, error=str(exc))
                 if attempt == s.store_retries:  # still pending: answered at the next start
                     log.error("worker.process_failed", conversation=str(conversation_id), message_id=message_id)
-                    return
+                    return False
                 await self._clock.sleep(min(s.store_backoff_s * 2.0**attempt, 30.0))
             except Exception:  # the message stays pending and is retried at the next start
                 log.exception("worker.process_failed", conversation=str(conversation_id), message_id=message_id)
-                return
-        self._maybe_fold(conversation_id)
+                return False
+        return False
 
     async def _handle(
         self, conversation: ConversationId, message_id: int, sender_id: str | None, person: str, *, retry: bool,
@@ -320,11 +331,34 @@ class Worker:
     async def close_interrupted_actions(self) -> None:
         await self._recovery.close_interrupted_actions()
 
+    async def queue_left_over(self) -> int:
+        """Before the channels start: queue the messages a stopped process left pending, oldest
+        first, in their conversations' order, so that no message arriving from now on is answered
+        before them. Returns the newest stored message id (what ``recover`` is to handle)."""
+        up_to_id = await self._store.messages.max_id()
+        for message in await self._store.messages.with_status(Direction.IN, MessageStatus.PENDING, up_to_id=up_to_id):
+            conversation = ConversationId.parse(message.conversation_id)  # a stored row
+            if conversation.channel in self._served:
+                self.conversations.order.queue(conversation, message.id)
+                self._left_over.append((conversation, message.id))
+        return up_to_id
+
     async def recover(self, *, up_to_id: int) -> None:
         """Finish what the previous process left (messages with id <= ``up_to_id``), send what
-        it left unsent, then start the background loops."""
-        await self._outbox.resend_all()
-        for message in await self._recovery.unanswered(up_to_id=up_to_id):
+        it left unsent, then start the background loops. A left-over message is answered before
+        any newer one of its conversation; one closed instead (a tool had acted, too old) lets
+        the newer ones go once its notice is stored."""
+        left_over, self._left_over = self._left_over, []
+        to_answer = []
+        try:
+            await self._outbox.resend_all()
+            to_answer = await self._recovery.unanswered(up_to_id=up_to_id)
+        finally:
+            answering = {message.id for message in to_answer}
+            for conversation, message_id in left_over:
+                if message_id not in answering:
+                    self.conversations.order.leave(conversation, message_id)
+        for message in to_answer:
             self._spawn(self._process(ConversationId.parse(message.conversation_id), message.id, message.sender_id),
                         f"turn:{message.conversation_id}")
         if not self._loops:

@@ -51,16 +51,23 @@ def _latest_summary(db: sqlite3.Connection, conversation_id: str) -> Summary | N
     return from_row(Summary, row) if row else None
 
 
+_POSITION = "COALESCE(CASE WHEN m.direction = 'out' THEN t.inbound_message_id END, m.id)"
+
+
 def _history(db: sqlite3.Connection, conversation_id: str, *, limit: int, up_to_id: int, after_id: int,
              inbound_id: int | None) -> list[StoredMessage]:
-    later_inbound = "" if inbound_id is None else " AND NOT (m.direction = 'in' AND m.id > ?)"
+    """A reply takes the place of the message its turn answered (right after it); anything else,
+    its own. With ``inbound_id``, the conversation as it stood when that message arrived: what
+    came before it (a reply to an earlier message stored since included), then the message
+    itself; never a later message, a reply to one, or anything else stored after it."""
+    as_it_stood = "" if inbound_id is None else f" AND ({_POSITION} < ? OR m.id = ?)"
     params: list[object] = [conversation_id, up_to_id, after_id]
     if inbound_id is not None:
-        params.append(inbound_id)
+        params += [inbound_id, inbound_id]
     rows = db.execute(
-        f"SELECT {_M_COLUMNS}, COALESCE(CASE WHEN m.direction = 'out' THEN t.inbound_message_id END, m.id) AS pos"
+        f"SELECT {_M_COLUMNS}, {_POSITION} AS pos"
         " FROM messages m LEFT JOIN turns t ON t.id = m.turn_id"
-        f" WHERE m.conversation_id = ? AND m.id <= ? AND m.id > ? AND {_IN_CONVERSATION_M}{later_inbound}"
+        f" WHERE m.conversation_id = ? AND m.id <= ? AND m.id > ? AND {_IN_CONVERSATION_M}{as_it_stood}"
         " ORDER BY pos DESC, m.direction = 'out' DESC, m.id DESC LIMIT ?",
         (*params, limit),
     ).fetchall()

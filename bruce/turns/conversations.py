@@ -3,7 +3,9 @@
 One conversation is served one thing at a time (``lock``): a chat message (the worker holds the
 lock around ``answer`` or ``handle_command``), a scheduled turn (``run_proactive``) and an
 approved action (``run_approved``) wait for whatever runs before them; different conversations
-run concurrently. The work itself is done by the parts this class is given:
+run concurrently. Its chat messages are answered in the order they arrived (``order``, an
+``ArrivalOrder``: a message's turn waits for every older message of the conversation, including
+those a crash left pending). The work itself is done by the parts this class is given:
 
 * ``TurnRunner`` (``bruce.turns.runner``): a turn, with a model;
 * ``ChatCommands`` (``bruce.turns.chat_commands``): ``/new``, ``/jobs``, ``/usage``, ``/memory``, ``/forget``;
@@ -19,6 +21,7 @@ from bruce.channel import DecisionReport
 from bruce.records import StoredMessage
 from bruce.runtime.outbox import Outbox
 from bruce.store import Store
+from bruce.turns.arrival import ArrivalOrder
 from bruce.turns.chat_commands import ChatCommands
 from bruce.turns.commands import Command, CommandName
 from bruce.turns.decisions import Decisions
@@ -41,6 +44,7 @@ class Conversations:
         self._commands = commands
         self._decisions = decisions
         self._locks: dict[ConversationId, asyncio.Lock] = {}
+        self.order = ArrivalOrder()  # which chat message of a conversation is due (the worker's queue)
 
     def lock(self, conversation_id: ConversationId) -> asyncio.Lock:
         """One turn at a time per conversation."""

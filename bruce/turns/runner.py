@@ -106,8 +106,9 @@ class TurnRunner:
         """Every message of the session (since the last ``/new``) that the summary does not cover, at most
         ``history_limit + summary_batch - 1`` (folding keeps ``history_limit - 1`` and waits for
         ``summary_batch`` more, so no message is ever in neither the summary nor the history).
-        With ``inbound_id``, the turn's own message comes last and later user messages of a
-        burst are left to their own turns; replies stored meanwhile are included."""
+        With ``inbound_id``, the conversation as it stood when that message arrived: it comes
+        last; replies to earlier messages stored meanwhile are included, nothing that came after
+        it is (a later message, a reply to one, a reminder posted since)."""
         return _as_history((await self._turn_view(conversation_id, inbound_id)).history)
 
     async def _turn_view(self, conversation_id: ConversationId, inbound_id: int | None) -> TurnView:

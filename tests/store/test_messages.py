@@ -49,6 +49,33 @@ async def test_what_a_turn_sees_starts_after_the_summary_and_the_session_start(s
     assert (await store.messages.latest_summary(CONV)).up_to_message_id == one  # type: ignore[union-attr]
 
 
+async def answered(store, inbound_id: int, reply: str) -> None:
+    """A chat turn that answered the message, as a turn stores it."""
+    turn = f"turn-{inbound_id}"
+    await store.messages.start_turn(turn, CONV, source=TurnSource.CHAT, inbound_message_id=inbound_id)
+    await store.messages.complete_turn(turn, conversation_id=CONV, reply=reply, llm_calls=1, tool_calls=0,
+                                       inbound_id=inbound_id)
+
+
+async def test_a_turn_sees_the_conversation_as_it_stood_when_its_message_arrived(store):
+    """A message a crash left pending, answered after newer ones were: it sees none of them, and
+    no reply to them (its context would end with answers to questions it never shows)."""
+    zero = await inbound(store, "zero")
+    await answered(store, zero, "reply zero")
+    one = await inbound(store, "one")  # left pending by a crash
+    two = await inbound(store, "two")
+    await answered(store, two, "reply two")
+    await store.outbound.add(CONV, "a reminder", turn_id=None)  # posted by the scheduler, no question
+    three = await inbound(store, "three")
+    await answered(store, one, "reply one")  # stored after "three" arrived: still before it
+    view = await store.messages.turn_view(CONV, limit=10, inbound_id=one)
+    assert [m.text for m in view.history] == ["zero", "reply zero", "one"]
+    view = await store.messages.turn_view(CONV, limit=10, inbound_id=three)
+    assert [m.text for m in view.history] == ["zero", "reply zero", "one", "reply one", "two", "reply two",
+                                              "a reminder", "three"]
+    assert [m.text for m in (await store.messages.turn_view(CONV, limit=10)).history][-2:] == ["a reminder", "three"]
+
+
 async def test_to_fold_is_older_than_the_kept_messages_and_than_any_pending_one(store):
     asked = {}
     for text in ("a", "b", "c"):
