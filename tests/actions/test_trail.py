@@ -123,3 +123,15 @@ async def test_a_secret_in_the_arguments_is_not_in_the_summary(app_factory):
 
 async def _ok() -> dict[str, Any]:
     return {}
+
+
+READ_ONLY = {"clock.now", "math.calculate", "web.search", "web.read_url", "memory.search", "proactive.list"}
+
+
+async def test_the_built_in_tools_are_classed_as_docs_operations_md_says(app_factory, tmp_path):
+    app = await app_factory(tools={"files": {"notes_dir": str(tmp_path / "notes")},
+                                   "artifacts": {"dir": str(tmp_path / "art")}}, memory={"enabled": True})
+    contracts = [t.contract for t in app.registry.tools()]
+    assert {"artifact.save", "files.write", "memory.remember", "proactive.create"} <= {c.name for c in contracts}
+    assert {c.name for c in contracts if not c.has_side_effects} == READ_ONLY & {c.name for c in contracts}
+    assert [c.name for c in contracts if c.has_side_effects and c.idempotent] == ["artifact.save"]
