@@ -4,7 +4,8 @@ The kill is simulated at an exact step: the test's tool (or a wrapper around art
 does its work and then raises ``Killed``, a BaseException nothing in Bruce catches, so the
 turn dies where a kill would leave it: the handler's effect is done, its ``tool_executions``
 row never written, the turn ``running`` and the message ``pending``. The app is then stopped
-(the dead turn is not touched by it) and a new one started on the same database."""
+(the dead turn is not touched by it) and a new one started on the same database. The last test
+fails the database instead, right after the tool acted: the worker's retry follows the same rule."""
 
 from __future__ import annotations
 
@@ -91,7 +92,8 @@ async def test_a_non_idempotent_call_cut_off_is_reported_as_unknown_and_never_ru
     await crash_on(app, "tell the team the deploy is done")
     assert len(calls) == 1 and len(fake_llm.requests) == 1
 
-    app = await app_factory(config)  # the tool is not even registered: nothing could run it again
+    fake_llm.add(Step.tool_calls(("test_send", {"to": "team", "text": "the deploy is done"})))  # if asked again
+    app = await app_factory(config)
     app.registry.register(SEND, sender(calls))
     await app.worker.wait_idle()
     (notice,) = channel.texts()
@@ -127,3 +129,31 @@ async def test_a_scheduled_turns_call_cut_off_is_reported_in_its_conversation(
     assert "may or may not have happened" in notice and 'test.send (to="team", text="standup in 5")' in notice
     assert fake_llm.requests == []
     assert await rows(app, "SELECT status FROM tool_starts") == [{"status": "interrupted"}]
+
+
+async def test_a_database_failure_after_a_non_idempotent_call_acted_does_not_run_it_again(
+        app_factory, channel, clock, fake_llm):
+    import sqlite3
+
+    app = await app_factory(storage={"busy_timeout_ms": 50})
+    locker = sqlite3.connect(app.config.storage.path, check_same_thread=False, isolation_level=None)
+    calls: list[dict[str, Any]] = []
+
+    async def send_then_lock(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        calls.append(args)  # sent; then a backup locks the database until the worker's first backoff
+        locker.execute("BEGIN EXCLUSIVE")
+        clock.on_sleep.append(lambda: locker.execute("ROLLBACK"))
+        return {"sent": True}
+
+    app.registry.register(SEND, send_then_lock)
+    send = Step.tool_calls(("test_send", {"to": "team", "text": "lunch?"}))
+    fake_llm.add(send, send, Step.text("Sent."))  # were it answered again, the model would send again
+    handle = await app.worker.deliver(incoming(app, "ask the team about lunch"))
+    assert handle is not None
+    await handle
+    locker.close()
+    assert len(calls) == 1 and len(fake_llm.requests) == 1
+    (notice,) = channel.texts()
+    assert "may or may not have happened" in notice and 'test.send (to="team", text="lunch?")' in notice
+    (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
+    assert inbound["status"] == "failed"
