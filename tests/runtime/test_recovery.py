@@ -157,3 +157,32 @@ async def test_a_database_failure_after_a_non_idempotent_call_acted_does_not_run
     assert "may or may not have happened" in notice and 'test.send (to="team", text="lunch?")' in notice
     (inbound,) = await rows(app, "SELECT status FROM messages WHERE direction='in'")
     assert inbound["status"] == "failed"
+
+
+async def test_an_agent_jobs_run_cut_off_in_a_call_is_reported_and_not_run_again(app_factory, channel, clock, fake_llm):
+    from bruce.records import ToolStart
+    from bruce.values import JobRunStatus
+
+    first = await app_factory()
+    job = (await first.jobs.create(ConversationId("test", "c1"), {"execution_mode": "agent", "in_seconds": 60,
+                                                                  "content": "Tell the team lunch is at noon."})).job
+    await first.scheduler.stop()
+    clock.advance(seconds=60)
+    # what kill -9 leaves in the middle of the run's test.send: the run claimed, its turn running, the call started
+    await first.store.jobs.claim_run(job.id, job.next_run_at, lateness_ms=0)
+    await first.store.messages.start_turn("t-job", "test:c1", source=TurnSource.PROACTIVE, inbound_message_id=None,
+                                          job_id=job.id)
+    await first.store.audit.record_start(ToolStart(
+        turn_id="t-job", conversation_id="test:c1", call_id="call-1", tool_name="test.send",
+        summary='to="team", text="lunch at noon"', source=TurnSource.PROACTIVE, idempotent=False))
+    await first.stop()
+
+    fake_llm.add(Step.tool_calls(("test_send", {"to": "team", "text": "lunch at noon"})))  # were it run again
+    second = await app_factory()
+    await second.scheduler.wait_idle()
+    await second.worker.wait_idle()
+    assert fake_llm.requests == []
+    (run,) = await second.store.jobs.runs(job.id)
+    assert run.status is JobRunStatus.INTERRUPTED
+    (notice,) = channel.texts()
+    assert "may or may not have happened" in notice and "test.send" in notice
