@@ -104,8 +104,11 @@ def interrupted_by_crash(text: str, done: Sequence[str], waiting: Sequence[str])
 
 def _maybe(unknown: Sequence[tuple[str, str]]) -> str:
     calls = "; ".join(f"{name} ({summary})" if summary else name for name, summary in unknown)
-    return (f"A restart cut off this action, so it may or may not have happened: {calls}. "
-            "I did not run it again; please check, and ask me again if it is still needed.")
+    if len(unknown) == 1:
+        return (f"A restart cut off this action, so it may or may not have happened: {calls}. "
+                "I did not run it again; please check, and ask me again if it is still needed.")
+    return (f"A restart cut off these actions, so they may or may not have happened: {calls}. "
+            "I did not run them again; please check, and ask me again if they are still needed.")
 
 
 def interrupted_with_unknown(text: str, done: Sequence[str], waiting: Sequence[str],

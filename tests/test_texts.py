@@ -169,8 +169,8 @@ def test_a_notice_after_a_cut_off_call_names_what_completed_and_what_may_have_ha
     note = texts.interrupted_with_unknown("post it and save it", ["artifact.save"], [],
                                           [("test.send", 'to="team"'), ("mcp.x", "")])
     assert note == ('I was interrupted while answering "post it and save it". These actions completed: artifact.save. '
-                    'A restart cut off this action, so it may or may not have happened: test.send (to="team"); mcp.x. '
-                    "I did not run it again; please check, and ask me again if it is still needed.")
+                    'A restart cut off these actions, so they may or may not have happened: test.send (to="team"); '
+                    "mcp.x. I did not run them again; please check, and ask me again if they are still needed.")
     alone = texts.interrupted_with_unknown("hi", [], [], [("test.send", "")])
     assert "Nothing was done" not in alone and "may or may not have happened: test.send." in alone
     assert texts.unknown_outcome([("test.send", "a=1")]).startswith("A restart cut off this action")
