@@ -90,6 +90,13 @@ class ToolContract:
         return self.wire or wire_name(self.name)
 
     @property
+    def has_side_effects(self) -> bool:
+        """Whether a call may change something (so it is recorded as started before it runs):
+        every tool whose ``side_effects`` does not begin with "none" ("none: reads the clock
+        only"). Risk alone does not say it; an MCP tool's are "unknown", so it counts."""
+        return not self.side_effects.strip().lower().startswith("none")
+
+    @property
     def activity_label(self) -> str:
         """The short label a channel shows while the tool runs."""
         return self.activity or default_activity(self.name)

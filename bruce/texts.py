@@ -37,6 +37,8 @@ __all__ = [
     "interrupted_by_shutdown",
     "interrupted_by_crash",
     "interrupted_action",
+    "interrupted_with_unknown",
+    "unknown_outcome",
     "skipped_note",
     "proactive_failed",
     "command_usage",
@@ -98,6 +100,29 @@ def interrupted_by_shutdown(done: Sequence[str], waiting: Sequence[str]) -> str:
 def interrupted_by_crash(text: str, done: Sequence[str], waiting: Sequence[str]) -> str:
     return (f"I was interrupted while answering \"{_snippet(text)}\". {actions_note(done, waiting)} "
             "Ask again if you still need the rest.")
+
+
+def _maybe(unknown: Sequence[tuple[str, str]]) -> str:
+    calls = "; ".join(f"{name} ({summary})" if summary else name for name, summary in unknown)
+    if len(unknown) == 1:
+        return (f"A restart cut off this action, so it may or may not have happened: {calls}. "
+                "I did not run it again; please check, and ask me again if it is still needed.")
+    return (f"A restart cut off these actions, so they may or may not have happened: {calls}. "
+            "I did not run them again; please check, and ask me again if they are still needed.")
+
+
+def interrupted_with_unknown(text: str, done: Sequence[str], waiting: Sequence[str],
+                             unknown: Sequence[tuple[str, str]]) -> str:
+    """A message whose turn a crash cut off while a tool ran (``unknown``: its name and a short
+    view of its arguments): what completed, what may or may not have happened."""
+    finished = actions_note(done, waiting) if done or waiting else ""
+    return " ".join(part for part in (f"I was interrupted while answering \"{_snippet(text)}\".", finished,
+                                      _maybe(unknown)) if part)
+
+
+def unknown_outcome(unknown: Sequence[tuple[str, str]]) -> str:
+    """Tool calls outside a user's message (a scheduled task's) that a restart cut off."""
+    return _maybe(unknown)
 
 
 def interrupted_action(confirmation_id: str, tool_name: str) -> str:

@@ -163,3 +163,14 @@ def test_a_held_run_notice_is_short_inert_and_names_job_tool_and_arguments():
 def test_unlinked_leaves_nothing_a_chat_client_would_link_but_keeps_numbers():
     assert texts.unlinked("see http://a.example/x, b.example.com, mailto:me@c.org and 3.14") == (
         "see http[:]//a[.]example/x, b[.]example[.]com, mailto[:]me@c[.]org and 3.14")
+
+
+def test_a_notice_after_a_cut_off_call_names_what_completed_and_what_may_have_happened():
+    note = texts.interrupted_with_unknown("post it and save it", ["artifact.save"], [],
+                                          [("test.send", 'to="team"'), ("mcp.x", "")])
+    assert note == ('I was interrupted while answering "post it and save it". These actions completed: artifact.save. '
+                    'A restart cut off these actions, so they may or may not have happened: test.send (to="team"); '
+                    "mcp.x. I did not run them again; please check, and ask me again if they are still needed.")
+    alone = texts.interrupted_with_unknown("hi", [], [], [("test.send", "")])
+    assert "Nothing was done" not in alone and "may or may not have happened: test.send." in alone
+    assert texts.unknown_outcome([("test.send", "a=1")]).startswith("A restart cut off this action")

@@ -11,6 +11,15 @@ Failure codes: ``invalid_args`` (also: content that is not valid Unicode text, e
 surrogate), ``too_large`` (content over ``max_bytes`` UTF-8 bytes; a text with more characters
 than that is refused before it is encoded), ``io_error`` (the file could not be written).
 
+Idempotent by key: a call with an idempotency key (the registry gives one: same tool,
+conversation, person and arguments) gets an artifact id derived from that key (the first of
+``sha256(key, 0)``, ``sha256(key, 1)``... not taken by an artifact older than the contract's
+idempotency window). Run again with the same key within the window (its result not remembered
+because a crash came between the write and the audit row), it finds its own row and returns that
+artifact, rewriting the file only if it is missing or differs, or finishes a save the crash cut
+off between the file and the row: one row, one file. After the window, the same call saves a new
+artifact, as the registry's replay would. Without a key (a direct call), the id is random.
+
 On the event loop: encoding the content (bounded by ``max_bytes``, about a millisecond per
 megabyte) and the write itself (see ``tools.files``: a write that has been reported as timed
 out must not still happen). The SHA-256 is computed in a thread, before anything is written.
@@ -28,6 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bruce.clock import parse_iso
 from bruce.contracts import DryRun, Risk, ToolContext, ToolContract, ToolHandler
 from bruce.errors import ToolFailed
 from bruce.store import Store
@@ -38,6 +48,7 @@ __all__ = ["ARTIFACT_SAVE", "artifact_save_tool", "safe_filename", "EXTENSIONS"]
 EXTENSIONS = {"html": ".html", "markdown": ".md", "text": ".txt"}
 MAX_FILENAME_CHARS = 100
 DEFAULT_MAX_BYTES = 1_000_000
+MAX_GENERATIONS = 1000  # ids looked at for one key before a random one is taken
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -96,7 +107,8 @@ ARTIFACT_SAVE = ToolContract(
     },
     side_effects=(
         "writes one file under data/artifacts and records it in the database; an identical call (same "
-        "conversation, same arguments) within an hour returns the first artifact instead of saving again"
+        "conversation, same arguments) within an hour returns the first artifact instead of saving again "
+        "(also when it is run again after a crash)"
     ),
     audit_event="artifact.saved",
     failure_modes=("invalid_args", "too_large", "io_error"),
@@ -117,13 +129,24 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _write(root: Path, artifact_id: str, filename: str, data: bytes) -> Path:
-    """Write the new artifact's file in its own new folder under ``root``; the file's path."""
+def artifact_id_for(key: str | None, generation: int = 0) -> str:
+    """The id of the artifact a call with this idempotency key saves (random without one);
+    ``generation``: the same call again after the idempotency window, a new artifact."""
+    if key is None:
+        return uuid.uuid4().hex[:16]
+    return hashlib.sha256(f"artifact.save\x00{key}\x00{generation}".encode()).hexdigest()[:16]
+
+
+def _write(root: Path, artifact_id: str, filename: str, data: bytes, *, again: bool = False) -> Path:
+    """Write the artifact's file in its own folder under ``root``; the file's path. ``again``:
+    the folder may exist already (the same keyed call, cut off by a crash, is run again)."""
     folder = root / artifact_id
     target = (folder / filename).resolve()
     if not target.is_relative_to(root) or target.parent != folder:
         raise ToolFailed("the artifact file name is not usable; choose a simpler one.", code="invalid_args")
-    folder.mkdir(parents=True, exist_ok=False)
+    folder.mkdir(parents=True, exist_ok=again)
+    if again and target.is_file() and target.read_bytes() == data:
+        return target  # written before the crash: not written twice
     write_atomic(target, data)
     return target
 
@@ -159,9 +182,9 @@ class _Artifacts:
             )
         return data
 
-    def write(self, artifact_id: str, filename: str, data: bytes) -> Path:
-        try:
-            return _write(self.root, artifact_id, filename, data)  # on the loop: see files.write (at most max_bytes)
+    def write(self, artifact_id: str, filename: str, data: bytes, *, again: bool = False) -> Path:
+        try:  # on the loop: see files.write (at most max_bytes)
+            return _write(self.root, artifact_id, filename, data, again=again)
         except OSError as exc:
             raise ToolFailed(f"could not save the artifact: {exc.strerror or 'disk error'}.", code="io_error") from None
 
@@ -174,8 +197,11 @@ class _Artifacts:
             return {"would_save": filename, "format": fmt, "size_bytes": len(data),
                     "url_pattern": f"{base}/artifacts/<id>/{filename}"}
         digest = await asyncio.to_thread(_sha256, data)  # before writing: a time-out here leaves nothing behind
-        artifact_id = uuid.uuid4().hex[:16]
-        target = self.write(artifact_id, filename, data)
+        artifact_id, earlier = await self.keyed_id(ctx, (digest, filename, fmt))
+        if earlier:
+            self.write(artifact_id, filename, data, again=True)  # the same call again: its own artifact
+            return self.saved(artifact_id, filename, fmt, len(data))
+        target = self.write(artifact_id, filename, data, again=ctx.idempotency_key is not None)
         try:
             await store.artifacts.add(
                 artifact_id=artifact_id, conversation_id=str(ctx.conversation_id) if ctx.conversation_id else None,
@@ -186,8 +212,27 @@ class _Artifacts:
         except BaseException:
             shutil.rmtree(root / artifact_id, True)  # no file without its row
             raise
-        return {"artifact_id": artifact_id, "url": f"{base}/artifacts/{artifact_id}/{filename}",
-                "filename": filename, "format": fmt, "size_bytes": len(data)}
+        return self.saved(artifact_id, filename, fmt, len(data))
+
+    async def keyed_id(self, ctx: ToolContext, same: tuple[str, str, str]) -> tuple[str, bool]:
+        """The id this call saves under, and whether its artifact exists already (the same call,
+        run again within the window: ``same`` is its sha256, filename and format)."""
+        if ctx.idempotency_key is None:
+            return artifact_id_for(None), False
+        now = ctx.now or ctx.clock.now()
+        for generation in range(MAX_GENERATIONS):
+            artifact_id = artifact_id_for(ctx.idempotency_key, generation)
+            row = await self.store.artifacts.get(artifact_id)
+            if row is None:
+                return artifact_id, False
+            recent = (now - parse_iso(row.created_at)).total_seconds() < ARTIFACT_SAVE.idempotency_window_s
+            if recent and (row.sha256, row.filename, row.format) == same:
+                return artifact_id, True
+        return artifact_id_for(None), False
+
+    def saved(self, artifact_id: str, filename: str, fmt: str, size: int) -> dict[str, Any]:
+        return {"artifact_id": artifact_id, "url": f"{self.base}/artifacts/{artifact_id}/{filename}",
+                "filename": filename, "format": fmt, "size_bytes": size}
 
 
 def artifact_save_tool(

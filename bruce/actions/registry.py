@@ -5,7 +5,8 @@
 input schema (``invalid_args``), previewed when the model asked for ``dry_run``, parked as a
 pending confirmation when policy says the user must decide (``awaiting_confirmation``),
 replayed when an idempotent tool already did exactly this, or run under a time-out (``ok``,
-``error``, ``timeout``). Every call, whatever its outcome, is one ``tool_executions`` row.
+``error``, ``timeout``). A tool with side effects is recorded as started before its handler
+runs (``trail``); every call, whatever its outcome, is one ``tool_executions`` row.
 A contract is checked when it is registered (``checks``); arguments and output are handled by
 ``arguments``.
 """
@@ -31,15 +32,15 @@ from bruce.actions.guests import GuestTools
 from bruce.actions.policy import Policy, effective_policy
 from bruce.actions.provenance import composed_urls
 from bruce.actions.tool_cache import ToolCache
+from bruce.actions.trail import Ran, Trail
 from bruce.clock import Clock, utc_iso
 from bruce.config.schema import ToolOverride
 from bruce.contracts import DryRun, ToolCall, ToolContext, ToolContract, ToolHandler, ToolResult, default_activity
 from bruce.errors import ContractError, NeedsConfirmation, StoreError, ToolError, ToolInputInvalid
 from bruce.log import Redactor
-from bruce.records import ToolExecutionRecord
 from bruce.store import Store
 from bruce.turns.scope import TurnScope
-from bruce.values import ConversationId, ToolStatus, TurnSource, is_owner
+from bruce.values import ConversationId, ToolStatus, is_owner
 
 __all__ = ["RegisteredTool", "ToolRegistry", "idempotency_key"]
 
@@ -70,14 +71,6 @@ class RegisteredTool:
     @property
     def schema_for_model(self) -> dict[str, Any]:
         return self.validator.schema  # type: ignore[no-any-return]
-
-
-def _json_text(value: Any) -> str:
-    """JSON for the audit row, whatever the value (a 5000-digit int, a cycle, a NaN...)."""
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (ValueError, TypeError, RecursionError, OverflowError) as exc:
-        return json.dumps({"unserialisable": type(value).__name__, "error": str(exc)[:200]})
 
 
 def _text(conversation_id: ConversationId | None) -> str:
@@ -125,9 +118,9 @@ class ToolRegistry:
         self._zone = zone
         self._confirmations = confirmations
         self._default_timeout_s = default_timeout_s
-        self._audit_max = audit_output_max_chars
         self._overrides = dict(overrides or {})
-        self._redactor = redactor or Redactor()
+        self._trail = Trail(store=store, clock=clock, redactor=redactor or Redactor(),
+                            output_max_chars=audit_output_max_chars)
         self._tools: dict[str, RegisteredTool] = {}  # by wire name
         self._by_name: dict[str, str] = {}  # contract name -> wire name
         self._key_locks: dict[str, asyncio.Lock] = {}
@@ -234,8 +227,8 @@ class ToolRegistry:
             return await self._audit(call, scope, tool, call.arguments, result, started)
         needs = tool.policy.needs_confirmation or self._asks_this_time(tool.contract, arguments, scope)
         if needs and scope.confirmed_by_caller and not tool.policy.step_up:
-            result, key = await self._run_once(call, tool, arguments, scope)  # a trusted MCP client asked its user
-            return await self._audit(call, scope, tool, arguments, result, started, key=key)
+            ran = await self._run_once(call, tool, arguments, scope)  # a trusted MCP client asked its user
+            return await self._audit(call, scope, tool, arguments, ran.result, started, ran=ran)
         if needs and scope.unattended:
             result = ToolResult(call.id, call.name, ToolStatus.SKIPPED, error=SKIPPED_MESSAGE)
             return await self._audit(call, scope, tool, arguments, result, started)
@@ -251,10 +244,10 @@ class ToolRegistry:
         try:
             if tool.contract.cache_ttl_s > 0:
                 return await self._cached(call, tool, arguments, scope, started)
-            result, key = await self._run_once(call, tool, arguments, scope)
+            ran = await self._run_once(call, tool, arguments, scope)
         except NeedsConfirmation as ask:  # the handler found, before acting, that this call needs a yes
             return await self._asked(call, tool, arguments, scope, ask.preview, started)
-        return await self._audit(call, scope, tool, arguments, result, started, key=key)
+        return await self._audit(call, scope, tool, arguments, ran.result, started, ran=ran)
 
     async def _asked(self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope,
                      preview: str, started: float) -> ToolResult:
@@ -262,8 +255,8 @@ class ToolRegistry:
         approved when a trusted MCP client asked its own user, skipped when nobody can be asked
         (unattended), else parked with the handler's preview, like a tool that always asks."""
         if scope.confirmed_by_caller and not tool.policy.step_up:
-            result, key = await self._run_once(call, tool, arguments, scope, approved=True)
-            return await self._audit(call, scope, tool, arguments, result, started, key=key)
+            ran = await self._run_once(call, tool, arguments, scope, approved=True)
+            return await self._audit(call, scope, tool, arguments, ran.result, started, ran=ran)
         if scope.unattended:
             result = ToolResult(call.id, call.name, ToolStatus.SKIPPED, error=SKIPPED_MESSAGE)
         else:
@@ -302,10 +295,10 @@ class ToolRegistry:
             log.info("tool.cache_hit", tool=tool.contract.name)
             result = ToolResult(call.id, call.name, ToolStatus.OK, output=kept)
             return await self._audit(call, scope, tool, arguments, result, started, audit_status=ToolStatus.CACHED)
-        result, key = await self._run_once(call, tool, arguments, scope)
-        if result.ok:
-            self.cache.put(cache_key, result.output, tool.contract.cache_ttl_s)
-        return await self._audit(call, scope, tool, arguments, result, started, key=key)
+        ran = await self._run_once(call, tool, arguments, scope)
+        if ran.result.ok:
+            self.cache.put(cache_key, ran.result.output, tool.contract.cache_ttl_s)
+        return await self._audit(call, scope, tool, arguments, ran.result, started, ran=ran)
 
     async def run_approved(self, action: PendingAction, scope: TurnScope) -> ToolResult:
         """Run a request the user (or the owner, locally) approved; audited as ``confirmation``."""
@@ -324,8 +317,8 @@ class ToolRegistry:
         stale = await self._changed_since_preview(call, tool, action, scope)
         if stale is not None:
             return await self._audit(call, scope, tool, action.arguments, stale, started)
-        result, key = await self._run_once(call, tool, dict(action.arguments), scope, approved=True)
-        return await self._audit(call, scope, tool, action.arguments, result, started, key=key)
+        ran = await self._run_once(call, tool, dict(action.arguments), scope, approved=True)
+        return await self._audit(call, scope, tool, action.arguments, ran.result, started, ran=ran)
 
     async def _changed_since_preview(
         self, call: ToolCall, tool: RegisteredTool, action: PendingAction, scope: TurnScope,
@@ -364,9 +357,12 @@ class ToolRegistry:
     async def _run_once(
         self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope, *,
         approved: bool = False,
-    ) -> tuple[ToolResult, str | None]:
+    ) -> Ran:
+        """Run the handler once, recorded as started first when the tool has side effects
+        (``Trail.start``); an idempotent tool replays its key's result instead when it has one."""
         if not tool.contract.idempotent:
-            return await self._run(call, tool, arguments, scope, approved=approved), None
+            start_id = await self._trail.start(call, tool.contract, arguments, scope, None)
+            return Ran(await self._run(call, tool, arguments, scope, approved=approved), None, start_id)
         whose = "" if is_owner(scope.person) else f"\x00{scope.person}"  # a guest never replays the owner's result
         key = idempotency_key(tool.contract.name, _text(scope.conversation_id) + whose, arguments)
         async with self._key_locks.setdefault(key, asyncio.Lock()):
@@ -374,12 +370,13 @@ class ToolRegistry:
             earlier = await self._store.audit.idempotent_result(key, now=utc_iso(now))
             if earlier is not None:
                 log.info("tool.replayed", tool=tool.contract.name, key=key)
-                return ToolResult(call.id, call.name, ToolStatus.OK, output=earlier), key
+                return Ran(ToolResult(call.id, call.name, ToolStatus.OK, output=earlier), key)
+            start_id = await self._trail.start(call, tool.contract, arguments, scope, key)
             result = await self._run(call, tool, arguments, scope, key=key, approved=approved)
             if result.ok:
                 expires = now + timedelta(seconds=tool.contract.idempotency_window_s)
                 await self._store.audit.remember_result(key, tool.contract.name, result.output, expires_at=utc_iso(expires))
-        return result, key
+        return Ran(result, key, start_id)
 
     async def _run(
         self, call: ToolCall, tool: RegisteredTool, arguments: dict[str, Any], scope: TurnScope, *,
@@ -414,36 +411,16 @@ class ToolRegistry:
 
     # audit ----------------------------------------------------------------------------
 
-    def _audit_output(self, output: Any) -> Any:
-        text = _json_text(self._redactor.value(output))
-        if len(text) <= self._audit_max:
-            return text
-        return {"truncated": True, "original_chars": len(text), "preview": text[: self._audit_max]}
-
     async def _audit(
         self, call: ToolCall, scope: TurnScope, tool: RegisteredTool | None, arguments: Any,
-        result: ToolResult, started: float, *, key: str | None = None, audit_status: ToolStatus | None = None,
+        result: ToolResult, started: float, *, ran: Ran | None = None, audit_status: ToolStatus | None = None,
     ) -> ToolResult:
-        latency_ms = (self._clock.monotonic() - started) * 1000
-        record = ToolExecutionRecord(
-            turn_id=scope.turn_id or None,  # '' for a call from an MCP client: no turn, perhaps no conversation
-            conversation_id=_text(scope.conversation_id) or None,
-            call_id=call.id,
-            tool_name=tool.contract.name if tool else call.name,
-            risk=str(tool.contract.risk) if tool else None,
-            input=self._redactor.value({"raw": arguments} if isinstance(arguments, str) else arguments),
-            output=None if result.output is None else self._audit_output(result.output),
-            status=audit_status or result.status,
-            error=self._redactor.text(result.error) if result.error else None,
-            latency_ms=latency_ms,
-            source=scope.source if scope.source not in (TurnSource.SUMMARY, TurnSource.MEMORY) else TurnSource.CHAT,
-            idempotency_key=key,
-            server=tool.contract.server if tool else None,
-        )
+        record = self._trail.record(call, scope, tool.contract if tool else None, arguments, result, started,
+                                    key=ran.key if ran else None, audit_status=audit_status)
         # known to the turn even if the write fails; with its arguments, so that an echo vouches for nothing
         scope.results.append(replace(result, name=record.tool_name, arguments=arguments))
         if tool is not None and tool.contract.untrusted_output and result.output is not None:
             scope.tainted = True  # from here on, the turn carries text Bruce does not control
-        await asyncio.shield(self._store.audit.record_tool_execution(record))
-        log.info("tool.executed", tool=record.tool_name, status=record.status, ms=round(latency_ms, 1))
+        await self._trail.write(record, ran.start_id if ran else None)
+        log.info("tool.executed", tool=record.tool_name, status=record.status, ms=round(record.latency_ms, 1))
         return result

@@ -11,6 +11,8 @@ from bruce.records.audit import (
     LLMCallRecord,
     PairingRequestRecord,
     ToolExecutionRecord,
+    ToolStart,
+    UnfinishedTool,
 )
 from bruce.records.base import from_json
 from bruce.records.jobs import JobRecord, JobRunRecord
@@ -38,6 +40,8 @@ __all__ = [
     "StoredTurn",
     "LLMCallRecord",
     "ToolExecutionRecord",
+    "ToolStart",
+    "UnfinishedTool",
     "ActedTool",
     "ConfirmationRecord",
     "ArtifactRecord",

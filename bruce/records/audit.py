@@ -11,6 +11,8 @@ __all__ = [
     "LLMCallRecord",
     "ToolExecutionRecord",
     "ActedTool",
+    "ToolStart",
+    "UnfinishedTool",
     "ConfirmationRecord",
     "ArtifactRecord",
     "PairingRequestRecord",
@@ -54,6 +56,33 @@ class ActedTool:
     tool_name: str
     status: ToolStatus
     confirmation_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStart:
+    """A call of a tool with side effects, recorded before its handler runs (``tool_starts``)."""
+
+    turn_id: str | None
+    conversation_id: str | None
+    call_id: str | None
+    tool_name: str
+    summary: str  # a short view of the arguments, redacted: what the owner is told if it is cut off
+    source: TurnSource
+    idempotent: bool
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UnfinishedTool:
+    """A started call with no result: a crash came between its start and its audit row, so
+    nobody knows whether it acted."""
+
+    id: int
+    tool_name: str
+    summary: str
+    idempotent: bool
+    conversation_id: str | None = None
+    source: TurnSource = TurnSource.CHAT
 
 
 # confirmations, artifacts, pairing ----------------------------------------------------------------

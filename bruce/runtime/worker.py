@@ -266,9 +266,7 @@ class Worker:
             return
         if retry:
             await self._store.messages.interrupt_turns_of(message_id, error="the database failed during the turn")
-            acted = await self._store.messages.actions_for_message(message_id)
-            if acted:
-                await self._recovery.close_interrupted(stored, acted)
+            if await self._recovery.cut_off(stored):  # a tool acted, or may have: never blindly redone
                 return
         command = parse_command(stored.text)
         if command is not None:

@@ -1,5 +1,6 @@
 """The audit trail: one row per model call (``llm_calls``) and per tool execution
-(``tool_executions``), plus the idempotency keys that let a repeated call replay its result."""
+(``tool_executions``), the starts of calls with side effects (``tool_starts``, written before
+the handler runs), plus the idempotency keys that let a repeated call replay its result."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from bruce.records import (
     StoredToolExecution,
     StoredTurn,
     ToolExecutionRecord,
+    ToolStart,
     TracedMessage,
     TracedReply,
     TurnTrace,
+    UnfinishedTool,
     from_json,
 )
 from bruce.store.database import Database
@@ -39,16 +42,62 @@ class AuditStore:
              call.completion_tokens, call.cost_usd, call.error, self._db.now()),
         )
 
-    async def record_tool_execution(self, rec: ToolExecutionRecord) -> int:
+    async def record_start(self, start: ToolStart) -> int:
+        """A call of a tool with side effects, before its handler runs: its own committed write."""
         row_id, _ = await self._db.execute(
-            "INSERT INTO tool_executions (turn_id, conversation_id, call_id, tool_name, risk, input,"
-            " output, status, error, latency_ms, source, idempotency_key, created_at, server)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (rec.turn_id, rec.conversation_id, rec.call_id, rec.tool_name, rec.risk, to_json(rec.input),
-             None if rec.output is None else to_json(rec.output), str(rec.status), rec.error,
-             round(rec.latency_ms, 3), str(rec.source), rec.idempotency_key, self._db.now(), rec.server),
+            "INSERT INTO tool_starts (turn_id, conversation_id, call_id, tool_name, summary, source, idempotent,"
+            " idempotency_key, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (start.turn_id, start.conversation_id, start.call_id, start.tool_name, start.summary, str(start.source),
+             int(start.idempotent), start.idempotency_key, self._db.now()),
         )
         return row_id
+
+    async def record_tool_execution(self, rec: ToolExecutionRecord, *, start_id: int | None = None) -> int:
+        """The execution's audit row; with ``start_id``, its start is marked finished in the same
+        transaction (a crash leaves both or neither)."""
+        now = self._db.now()
+
+        def work(conn: sqlite3.Connection) -> int:
+            cur = conn.execute(
+                "INSERT INTO tool_executions (turn_id, conversation_id, call_id, tool_name, risk, input,"
+                " output, status, error, latency_ms, source, idempotency_key, created_at, server)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (rec.turn_id, rec.conversation_id, rec.call_id, rec.tool_name, rec.risk, to_json(rec.input),
+                 None if rec.output is None else to_json(rec.output), str(rec.status), rec.error,
+                 round(rec.latency_ms, 3), str(rec.source), rec.idempotency_key, now, rec.server),
+            )
+            row_id = int(cur.lastrowid or 0)
+            if start_id is not None:
+                conn.execute("UPDATE tool_starts SET status = 'finished', execution_id = ?, settled_at = ?"
+                             " WHERE id = ?", (row_id, now, start_id))
+            return row_id
+
+        return await self._db.write(work)
+
+    async def unfinished_for_message(self, message_id: int) -> list[UnfinishedTool]:
+        """Calls started, in turns that handled this message, that never got a result (an approved
+        run's excepted: ``Confirmations.interrupted`` reports those)."""
+        rows = await self._db.rows(
+            f"SELECT {_STARTS} FROM tool_starts ts JOIN turns t ON ts.turn_id = t.id"
+            " WHERE t.inbound_message_id = ? AND ts.status = 'started' AND ts.source != 'confirmation'"
+            " ORDER BY ts.id", (message_id,))
+        return [_unfinished(r) for r in rows]
+
+    async def unfinished_elsewhere(self) -> list[UnfinishedTool]:
+        """Calls started and never finished outside any pending message's turn (a scheduled
+        turn's, an approved run's, an MCP client's)."""
+        rows = await self._db.rows(
+            f"SELECT {_STARTS} FROM tool_starts ts LEFT JOIN turns t ON ts.turn_id = t.id"
+            " LEFT JOIN messages m ON t.inbound_message_id = m.id"
+            " WHERE ts.status = 'started' AND (ts.source = 'confirmation' OR m.id IS NULL OR m.status != 'pending')"
+            " ORDER BY ts.id")
+        return [_unfinished(r) for r in rows]
+
+    async def settle_starts(self, start_ids: Sequence[int]) -> None:
+        """Started calls whose outcome stays unknown, dealt with (reported, or run again to replay)."""
+        if start_ids:
+            await self._db.execute(f"UPDATE tool_starts SET status = 'interrupted', settled_at = ? WHERE id IN"
+                                   f" ({_marks(start_ids)}) AND status = 'started'", (self._db.now(), *start_ids))
 
     async def idempotent_result(self, key: str, *, now: str) -> Any | None:
         row = await self._db.row("SELECT output FROM idempotency_keys WHERE key = ? AND expires_at > ?", (key, now))
@@ -154,6 +203,14 @@ def _tool_execution(row: sqlite3.Row) -> ToolExecutionRecord:
     record = from_row(ToolExecutionRecord, row)
     return replace(record, input=from_json(record.input), output=from_json(record.output),
                    status=ToolStatus(record.status), source=TurnSource(record.source))
+
+
+_STARTS = "ts.id, ts.tool_name, ts.summary, ts.idempotent, ts.conversation_id, ts.source"
+
+
+def _unfinished(row: sqlite3.Row) -> UnfinishedTool:
+    return UnfinishedTool(int(row["id"]), str(row["tool_name"]), str(row["summary"]), bool(row["idempotent"]),
+                          row["conversation_id"], TurnSource(row["source"]))
 
 
 def _llm_call(row: sqlite3.Row) -> LLMCallRecord:

@@ -141,8 +141,11 @@ class JobStore:
         return (int(row["id"]), str(row["status"]), row["send_error"]) if row else None
 
     async def tools_run_in(self, turn_id: str) -> int:
-        """How many tool executions a turn recorded (a run that acted is never run again)."""
-        row = await self._db.row("SELECT count(*) AS n FROM tool_executions WHERE turn_id = ?", (turn_id,))
+        """How many tool executions a turn recorded or started (a run that acted, or may have, is
+        never run again: a call cut off before its audit row left its ``tool_starts`` row)."""
+        row = await self._db.row("SELECT (SELECT count(*) FROM tool_executions WHERE turn_id = ?)"
+                                 " + (SELECT count(*) FROM tool_starts WHERE turn_id = ? AND status != 'finished') AS n",
+                                 (turn_id, turn_id))
         return int(row["n"]) if row else 0
 
     async def finish_run(self, run_id: int, *, status: JobRunStatus, turn_id: str | None = None,

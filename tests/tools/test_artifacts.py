@@ -25,8 +25,7 @@ BASE = "http://bruce.local:8080/"
 
 
 @pytest.fixture
-async def store(tmp_path: Path):
-    clock = FakeClock()
+async def store(tmp_path: Path, clock: FakeClock):
     store = await Store.open(tmp_path / "b.db", clock)
     await store.messages.ensure_conversation("test:1", "test", "1")
     yield store
@@ -171,3 +170,65 @@ async def test_a_time_out_while_hashing_leaves_nothing_behind(tool, artifacts_di
     release.set()
     assert not artifacts_dir.exists()  # nothing was written: the hash comes before the file
     assert db_rows(tmp_path / "b.db", "SELECT * FROM artifacts") == []
+
+
+def keyed(key: str, clock: FakeClock | None = None) -> ToolContext:
+    clock = clock or FakeClock()
+    return ToolContext(clock=clock, zone=ZoneInfo("UTC"), conversation_id=HERE, turn_id=None, idempotency_key=key,
+                       now=clock.now())
+
+
+def files_under(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+async def test_the_same_keyed_call_run_again_returns_its_own_artifact(store: Store, tool, artifacts_dir: Path, tmp_path):
+    # a crash came after the save but before the registry recorded it: the call is run again with its key
+    _, handler = tool
+    args = {"filename": "plan.html", "content": "<h1>Plan</h1>"}
+    first = await handler(args, keyed("k1"))
+    again = await handler(args, keyed("k1"))
+    assert again == first
+    assert files_under(artifacts_dir) == [f"{first['artifact_id']}/plan.html"]
+    assert len(db_rows(tmp_path / "b.db", "SELECT id FROM artifacts")) == 1
+
+
+async def test_a_keyed_save_cut_off_between_its_file_and_its_row_is_finished_not_doubled(
+        store: Store, tool, artifacts_dir: Path, tmp_path):
+    _, handler = tool
+    args = {"filename": "plan.html", "content": "<h1>Plan</h1>"}
+    artifact_id = artifacts.artifact_id_for("k1")
+    (artifacts_dir / artifact_id).mkdir(parents=True)
+    (artifacts_dir / artifact_id / "plan.html").write_text("<h1>Pl")  # killed mid-way, before the row
+    out = await handler(args, keyed("k1"))
+    assert out["artifact_id"] == artifact_id
+    assert (artifacts_dir / artifact_id / "plan.html").read_text() == "<h1>Plan</h1>"
+    assert files_under(artifacts_dir) == [f"{artifact_id}/plan.html"]
+    assert db_rows(tmp_path / "b.db", "SELECT id FROM artifacts") == [{"id": artifact_id}]
+
+
+async def test_a_keyed_artifact_whose_file_was_lost_gets_it_back(store: Store, tool, artifacts_dir: Path):
+    _, handler = tool
+    args = {"filename": "plan.html", "content": "<h1>Plan</h1>"}
+    first = await handler(args, keyed("k1"))
+    (artifacts_dir / first["artifact_id"] / "plan.html").unlink()
+    assert await handler(args, keyed("k1")) == first
+    assert (artifacts_dir / first["artifact_id"] / "plan.html").read_text() == "<h1>Plan</h1>"
+
+
+async def test_after_the_window_the_same_keyed_call_saves_a_new_artifact(store: Store, tool, artifacts_dir: Path,
+                                                                           clock: FakeClock):
+    _, handler = tool
+    args = {"filename": "plan.html", "content": "<h1>Plan</h1>"}
+    first = await handler(args, keyed("k1", clock))
+    clock.advance(minutes=61)
+    second = await handler(args, keyed("k1", clock))
+    assert second["artifact_id"] != first["artifact_id"]
+    assert await handler(args, keyed("k1", clock)) == second  # and that one is replayed in its own window
+    assert len(files_under(artifacts_dir)) == 2
+
+
+async def test_different_keys_save_different_artifacts(store: Store, tool, artifacts_dir: Path):
+    _, handler = tool
+    args = {"filename": "plan.html", "content": "<h1>Plan</h1>"}
+    assert (await handler(args, keyed("k1")))["artifact_id"] != (await handler(args, keyed("k2")))["artifact_id"]
