@@ -111,3 +111,22 @@ async def test_a_session_that_read_no_page_reads_any_url_without_asking(web_app,
     await say(web_app, "read the collect page")
     assert channel.confirmations == []
     assert site.paths == ["/collect"]
+
+
+async def test_a_run_of_the_owners_own_job_after_a_page_does_not_plant_a_fact(
+        mem_app, fake_llm, channel, clock, page):  # noqa: F811
+    fake_llm.add(Step.tool_calls(("proactive_create", {**STEERED_JOB, "content": "Remember that I like tea.",
+                                                       "in_seconds": 60})),
+                 Step.text("Scheduled."))
+    await say(mem_app, "in a minute, remember that I like tea")
+    (job,) = await rows(mem_app, "SELECT id, untrusted FROM proactive_jobs")
+    assert job["untrusted"] == 0  # the owner's own job, made in a clean turn
+    await read_the_page(mem_app, fake_llm, page)  # its steered answer is in the history the run sees
+    fake_llm.add(Step.tool_calls(("memory_remember", {"type": "fact", "content": PLANTED})),  # CALL
+                 Step.text("Done."))
+    clock.advance(seconds=60)
+    await mem_app.scheduler.sync()
+    await mem_app.scheduler.wait_idle()
+    assert await rows(mem_app, "SELECT id FROM memory_facts") == []
+    (call,) = await rows(mem_app, "SELECT status FROM tool_executions WHERE tool_name = 'memory.remember'")
+    assert call["status"] == "skipped"
