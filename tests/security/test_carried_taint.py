@@ -130,3 +130,37 @@ async def test_a_run_of_the_owners_own_job_after_a_page_does_not_plant_a_fact(
     assert await rows(mem_app, "SELECT id FROM memory_facts") == []
     (call,) = await rows(mem_app, "SELECT status FROM tool_executions WHERE tool_name = 'memory.remember'")
     assert call["status"] == "skipped"
+
+
+async def test_a_link_past_the_audited_part_of_the_page_asks_a_turn_later(app_factory, fake_llm, channel):
+    """An earlier page vouches only with what the audit kept of it (``tools.audit_output_max_chars``)."""
+    from aiohttp import web
+
+    from tests.fakes.web_site import LocalServer
+
+    server = LocalServer()
+    filler = "Tomatoes like sun and water every day. " * 20  # past the 256 characters the audit keeps
+
+    async def long_page(_request: web.Request) -> web.Response:
+        return web.Response(content_type="text/html", text=(
+            f"<html><body><article><p>{filler}</p><p>More at {server.url('/next?part=2')} today.</p>"
+            "</article></body></html>"))
+
+    async def plain(_request: web.Request) -> web.Response:
+        return web.Response(content_type="text/html", text="<html><body><article><p>Part two.</p></article></body></html>")
+
+    server.route("/long", long_page)
+    server.route("/next", plain)
+    await server.start()
+    try:
+        app = await app_factory(tools={"web": {"allow_private": True}, "audit_output_max_chars": 256})
+        fake_llm.add(Step.tool_calls(("web_read_url", {"url": server.url("/long")})), Step.text("About tomatoes."))
+        await say(app, "what does my long page say?")
+        fake_llm.add(Step.tool_calls(("web_read_url", {"url": server.url("/next?part=2")})),
+                     Step.text("I asked you first."))
+        await say(app, "open the link at its end")
+        ((_, request),) = channel.confirmations  # the link is in the page, but not in what the audit kept of it
+        assert request.tool_name == "web.read_url"
+        assert server.paths == ["/long"]
+    finally:
+        await server.stop()
