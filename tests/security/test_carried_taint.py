@@ -101,6 +101,8 @@ async def test_a_url_composed_a_turn_after_the_page_waits_for_the_owner(web_app,
     assert site.paths == ["/page"]  # the attacker's server saw nothing
     ((_, request),) = channel.confirmations
     assert request.tool_name == "web.read_url"
+    assert request.preview is not None and "composed this URL" in request.preview
+    assert "earlier in this conversation since /new" in request.preview  # why a turn that read nothing asks
 
 
 async def test_a_session_that_read_no_page_reads_any_url_without_asking(web_app, fake_llm, channel, site):  # noqa: F811
