@@ -15,7 +15,7 @@ from bruce.records.audit import (
 from bruce.records.base import from_json
 from bruce.records.jobs import JobRecord, JobRunRecord
 from bruce.records.memory import Fact, MemorySummary
-from bruce.records.messages import StoredMessage, StoredTurn, Summary, TurnView
+from bruce.records.messages import AnsweredTurn, StoredMessage, StoredTurn, Summary, TurnView
 from bruce.records.usage import (
     Count,
     LatencyHistogram,
@@ -36,6 +36,7 @@ __all__ = [
     "Summary",
     "TurnView",
     "StoredTurn",
+    "AnsweredTurn",
     "LLMCallRecord",
     "ToolExecutionRecord",
     "ActedTool",
