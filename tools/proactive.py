@@ -265,7 +265,8 @@ class _Proactive:
         return view.as_dict()
 
 
-_WHY = ("After untrusted text (a page, a search result, an MCP result or client) entered this turn, the model "
+_WHY = ("After untrusted text (a page, a search result, an MCP result or client) entered this turn"
+        " (or an earlier one of this conversation since /new), the model "
         "asks to {what}. Approve only if you asked for it; it is stored as untrusted.")
 
 
@@ -285,7 +286,8 @@ async def _ask_to_change(jobs: JobBook, conversation: ConversationId, job_id: An
     raise NeedsConfirmation(planned.preview(_WHY.format(what=f"{action} agent job {job.id}")))
 
 
-_WHY_STOP = ("After untrusted text (a page, a search result, an MCP result or client) entered this turn, the model "
+_WHY_STOP = ("After untrusted text (a page, a search result, an MCP result or client) entered this turn"
+             " (or an earlier one of this conversation since /new), the model "
              "asks to {what}, a job made in a turn without untrusted text. Approve only if you asked for it.")
 
 

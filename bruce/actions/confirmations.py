@@ -28,8 +28,9 @@ _S = ConfirmationState
 
 COMPOSED_NOTICE = (
     "Note: the model composed this URL itself: it is not in your message or in anything a tool returned "
-    "in this turn, which also read text from outside (a page, a search result, an MCP result). A composed "
-    "URL can carry data out in its path or query. Approve only if you expect it: {url}"
+    "from outside (a page, a search result, an MCP result) in this turn or earlier in this conversation "
+    "since /new, and such text was read. A composed URL can carry data out in its path or query. "
+    "Approve only if you expect it: {url}"
 )
 
 

@@ -19,8 +19,9 @@ substring of one of the sources' forms:
   characters never counts (``"a"`` is in any text). A form is found only where it ends as a link
   or a part of one ends (``_found``): a link cut at any letter would let the cut's length carry bits.
 * the sources: the owner's text of the turn (``TurnScope.owner_text``) and every string, at any
-  depth (keys too), of the output of each earlier successful call of the turn *to a tool whose
-  output is text from outside* (``untrusted_output``: a page, a search result, an MCP result), as
+  depth (keys too), of the output of each earlier successful call of the turn (the registry adds
+  those of earlier turns whose answers made this one tainted, ``TurnScope.carried``, as audited)
+  *to a tool whose output is text from outside* (``untrusted_output``: a page, a search result, an MCP result), as
   it is and decoded. Bruce's own tools do not vouch: what they return is Bruce's data or what the
   model wrote into it earlier (a reminder's content read back by ``proactive.list``), so a URL
   the model composed, stored and listed again is still composed. An output does not count for a

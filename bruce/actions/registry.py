@@ -88,7 +88,7 @@ def _composed(contract: ToolContract, arguments: dict[str, Any], scope: TurnScop
         return tool is not None and tool.contract.untrusted_output
 
     return composed_urls(contract, arguments, tainted=scope.tainted, owner_text=scope.owner_text,
-                         results=scope.results, outside=outside)
+                         results=[*scope.carried, *scope.results], outside=outside)
 
 
 def idempotency_key(tool_name: str, conversation_id: str | None, arguments: Mapping[str, Any]) -> str:

@@ -17,7 +17,7 @@ from bruce.records.audit import (
 from bruce.records.base import from_json
 from bruce.records.jobs import JobRecord, JobRunRecord
 from bruce.records.memory import Fact, MemorySummary
-from bruce.records.messages import StoredMessage, StoredTurn, Summary, TurnView
+from bruce.records.messages import AnsweredTurn, StoredMessage, StoredTurn, Summary, TurnView
 from bruce.records.usage import (
     Count,
     LatencyHistogram,
@@ -38,6 +38,7 @@ __all__ = [
     "Summary",
     "TurnView",
     "StoredTurn",
+    "AnsweredTurn",
     "LLMCallRecord",
     "ToolExecutionRecord",
     "ToolStart",

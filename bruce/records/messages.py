@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from bruce.values import Direction, MessageKind, MessageStatus, PayloadKind, TurnSource, TurnStatus
 
-__all__ = ["StoredMessage", "Summary", "TurnView", "StoredTurn"]
+__all__ = ["StoredMessage", "Summary", "TurnView", "StoredTurn", "AnsweredTurn"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +79,14 @@ class StoredTurn:
         object.__setattr__(self, "status", TurnStatus(self.status))
         object.__setattr__(self, "hit_ceiling", bool(self.hit_ceiling))
         object.__setattr__(self, "stopped_repeat", bool(self.stopped_repeat))
+
+
+@dataclass(frozen=True, slots=True)
+class AnsweredTurn:
+    """A turn whose answer is in the current session (since ``/new``), and what may have brought
+    text from outside into it: the tools it called that returned an output, and whether it was a
+    run of an untrusted job (``bruce.turns.carried`` decides from these)."""
+
+    id: str
+    untrusted_run: bool
+    tools: tuple[str, ...]  # contract names, in the order they were called

@@ -1,6 +1,7 @@
 """The audit trail: one row per model call (``llm_calls``) and per tool execution
 (``tool_executions``), the starts of calls with side effects (``tool_starts``, written before
-the handler runs), plus the idempotency keys that let a repeated call replay its result."""
+the handler runs), plus the idempotency keys that let a repeated call replay its result, and
+what the turns of a session did (``answered_turns``: the taint a session carries)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from bruce.records import (
+    AnsweredTurn,
     LLMCallRecord,
     StoredLLMCall,
     StoredToolExecution,
@@ -24,6 +26,7 @@ from bruce.records import (
     from_json,
 )
 from bruce.store.database import Database
+from bruce.store.message_rows import in_conversation, session_start
 from bruce.store.rows import from_row, to_json
 from bruce.values import LLMCallStatus, ToolStatus, TurnSource
 
@@ -119,6 +122,28 @@ class AuditStore:
         rows = await self._db.rows(f"SELECT * FROM tool_executions WHERE turn_id IN ({_marks(turn_ids)}) ORDER BY id",
                                    tuple(turn_ids))
         return [_tool_execution(r) for r in rows]
+
+    async def answered_turns(self, conversation_id: str) -> list[AnsweredTurn]:
+        """The turns whose answers are in the current session (since ``/new``): in the history a turn
+        sees, or folded into the summary made during the session. With each, the tools it called
+        that returned an output, and whether it was a run of an untrusted job. One indexed read."""
+        def work(db: sqlite3.Connection) -> list[AnsweredTurn]:
+            rows = db.execute(
+                "SELECT t.id, COALESCE(j.untrusted, 0) AS untrusted_run, te.tool_name FROM turns t"
+                " LEFT JOIN proactive_jobs j ON j.id = t.job_id"
+                " LEFT JOIN tool_executions te ON te.turn_id = t.id AND te.output IS NOT NULL"
+                " WHERE t.id IN (SELECT m.turn_id FROM messages m WHERE m.conversation_id = ? AND m.id > ?"
+                f" AND m.direction = 'out' AND m.turn_id IS NOT NULL AND {in_conversation('m.')})"
+                " ORDER BY t.started_at, te.id",
+                (conversation_id, session_start(db, conversation_id))).fetchall()
+            turns: dict[str, AnsweredTurn] = {}
+            for row in rows:
+                turn = turns.get(row["id"]) or AnsweredTurn(str(row["id"]), bool(row["untrusted_run"]), ())
+                tools = (*turn.tools, str(row["tool_name"])) if row["tool_name"] is not None else turn.tools
+                turns[turn.id] = replace(turn, tools=tools)
+            return list(turns.values())
+
+        return await self._db.read(work)
 
     async def llm_calls_of(self, turn_ids: Sequence[str] | None) -> list[LLMCallRecord]:
         """The model calls of these turns (None: every call in the database), in order."""

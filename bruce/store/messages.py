@@ -7,7 +7,7 @@ from collections.abc import Collection, Sequence
 
 from bruce.records import ActedTool, StoredMessage, StoredTurn, Summary, TurnView
 from bruce.store.database import Database
-from bruce.store.message_rows import MESSAGE_COLUMNS, close_inbound
+from bruce.store.message_rows import MESSAGE_COLUMNS, close_inbound, in_conversation, session_start
 from bruce.store.outbound import insert_outbound
 from bruce.store.rows import from_row
 from bruce.values import Direction, MessageKind, MessageStatus, ToolStatus, TurnSource, TurnStatus
@@ -15,22 +15,9 @@ from bruce.values import Direction, MessageKind, MessageStatus, ToolStatus, Turn
 __all__ = ["MessageStore"]
 
 
-def _in_conversation(alias: str) -> str:
-    """What the model sees of a conversation: notices, approval requests, files, expired messages
-    and replies given up on stay out; a user's message stays even if its turn failed."""
-    a = alias
-    return (f"{a}kind = 'chat' AND {a}payload_kind = 'text' AND {a}status NOT IN ('expired', 'rate_limited')"
-            f" AND NOT ({a}direction = 'out' AND {a}status = 'failed')")
-
-
-_IN_CONVERSATION = _in_conversation("")
+_IN_CONVERSATION = in_conversation("")
 _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
-_IN_CONVERSATION_M = _in_conversation("m.")
-
-
-def _session_start(db: sqlite3.Connection, conversation_id: str) -> int:
-    row = db.execute("SELECT session_start_id FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
-    return int(row["session_start_id"]) if row else 0
+_IN_CONVERSATION_M = in_conversation("m.")
 
 
 def _last_id(db: sqlite3.Connection, conversation_id: str) -> int:
@@ -138,9 +125,9 @@ class MessageStore:
             summary = _latest_summary(db, conversation_id)
             last = _last_id(db, conversation_id)
             previous = _previous_time(db, conversation_id, inbound_id if inbound_id is not None else last + 1)
-            after = max(summary.up_to_message_id if summary else 0, _session_start(db, conversation_id))
+            after = max(summary.up_to_message_id if summary else 0, session_start(db, conversation_id))
             history = _history(db, conversation_id, limit=limit, up_to_id=last, after_id=after, inbound_id=inbound_id)
-            floor = 0 if summary else _session_start(db, conversation_id)  # a summary folds every session before
+            floor = 0 if summary else session_start(db, conversation_id)  # a summary folds every session before
             senders = db.execute("SELECT DISTINCT sender_id FROM messages WHERE conversation_id = ? AND direction = 'in'"
                                  " AND id > ? AND sender_id IS NOT NULL", (conversation_id, floor))
             return TurnView(summary, previous, history, frozenset(str(r["sender_id"]) for r in senders))
@@ -169,7 +156,7 @@ class MessageStore:
         came before it)."""
         def work(db: sqlite3.Connection) -> list[StoredMessage]:
             summary = _latest_summary(db, conversation_id)
-            after = max(summary.up_to_message_id if summary else 0, _session_start(db, conversation_id))
+            after = max(summary.up_to_message_id if summary else 0, session_start(db, conversation_id))
             rows = db.execute(
                 f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND id > ?"
                 f" AND {_IN_CONVERSATION} AND status != 'pending'"

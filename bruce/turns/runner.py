@@ -40,6 +40,7 @@ from bruce.texts import (
     with_actions,
 )
 from bruce.turns.agent_loop import LLM, Tools, TurnResult, run_agent_loop
+from bruce.turns.carried import Carried, carried_taint
 from bruce.turns.claims import CORRECTION_NOTE, unbacked_claims
 from bruce.turns.delivery import Delivery
 from bruce.turns.grounding import check_links, produced_urls
@@ -233,11 +234,14 @@ class TurnRunner:
     ) -> tuple[TurnResult, list[dict[str, Any]]]:
         """The loop's result, and the context it started from (system prompt and history)."""
         s = self._settings
-        view, memory = await asyncio.gather(  # two reads queued at once: one wait for the database thread
+        view, memory, carried = await asyncio.gather(  # reads queued at once: one wait for the database thread
             self._turn_view(scope.conversation, inbound.id if inbound else None),
-            self._memory.context(scope.person) if self._memory is not None else _nothing_remembered())
+            self._memory.context(scope.person) if self._memory is not None else _nothing_remembered(),
+            self._carried(scope))
         if scope.user_id is not None and view.senders - {scope.user_id}:  # someone else wrote in this session:
             scope.tainted = True  # their words steer the model as a page's would (docs/security.md, "People")
+        scope.tainted = scope.tainted or carried.tainted  # an answer written after untrusted text is in the history
+        scope.carried = carried.sources
         system_prompt = build_system_prompt(
             system_prompt=s.system_prompt, name=s.name, summary=view.summary.summary if view.summary else None,
             now=self._clock.now(), zone=s.zone,
@@ -251,6 +255,12 @@ class TurnRunner:
                                       max_turn_tokens=s.max_turn_tokens,
                                       scope=scope)
         return result, [{"role": "system", "content": system_prompt}, *history]
+
+    async def _carried(self, scope: TurnScope) -> Carried:
+        """The taint the session's history carries (``bruce.turns.carried``): a tool is from outside
+        unless it is one of ours whose output is not (``untrusted_output``)."""
+        ours = {c.name for c in self._registry.offered() if not c.untrusted_output}
+        return await carried_taint(self._store, str(scope.conversation), outside=lambda name: name not in ours)
 
     async def _finish(
         self, scope: TurnScope, inbound: StoredMessage | None, result: TurnResult, unbacked: int = 0,

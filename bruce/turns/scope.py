@@ -41,7 +41,8 @@ class TurnScope:
     scheduled: ScheduledRun | None = None  # a proactive job's run
     progress: Progress = NO_PROGRESS
     # untrusted text is in the turn: a tool with ``untrusted_output`` ran (the registry sets it), or the
-    # turn started so (a run of an untrusted job, an MCP client's call). Never set back to False.
+    # turn started so (a run of an untrusted job, an MCP client's call, a session whose history holds
+    # an answer of a tainted turn: ``bruce.turns.carried``). Never set back to False.
     tainted: bool = False
     # the asker's own words in this turn (the owner's, or a guest's in a guest's turn): the inbound message's text, a scheduled run's instruction (written
     # when the job was made) or a briefing's configured prompt. A URL found here was not composed by the model.
@@ -53,6 +54,9 @@ class TurnScope:
     # ends the run there (``held``): no later call is made, no answer is sent as the job's result
     stops_at_held: bool = False
     held: HeldCall | None = None
+    # the outputs from outside of earlier turns whose answers are in this turn's history
+    # (``bruce.turns.carried``): they vouch for URLs as this turn's own ``results`` do
+    carried: list[ToolResult] = field(default_factory=list)
     _llm_seq: int = 0
     confirmations: list[ConfirmationRequest] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)  # every tool call of the turn, by contract name

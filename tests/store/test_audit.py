@@ -150,3 +150,36 @@ async def test_the_audit_reads_are_records_newest_first_filtered_and_paged(tmp_p
         assert await store.audit.turn_trace("nosuch") is None
     finally:
         await store.close()
+
+
+async def answered(store, turn_id: str, text: str, *, error: str | None = None, output: object = "page text") -> None:
+    """A chat turn that called ``web.read_url`` (with an output) and stored its reply (a notice with ``error``)."""
+    inbound, _ = await store.messages.add_inbound("test:1", sender_id="u", text=text, platform_message_id=turn_id)
+    await store.messages.start_turn(turn_id, "test:1", source=TurnSource.CHAT, inbound_message_id=inbound)
+    await store.audit.record_tool_execution(execution(turn_id, "web.read_url", output=output))
+    await store.audit.record_tool_execution(execution(turn_id, "clock.now", output=None))  # no output: not listed
+    await store.messages.complete_turn(turn_id, conversation_id="test:1", reply=f"re {text}", llm_calls=1,
+                                       tool_calls=2, inbound_id=inbound, error=error)
+
+
+async def test_the_turns_answered_in_the_session_with_the_tools_that_returned_output(store):
+    await store.messages.ensure_conversation("test:1", "test", "1")
+    await answered(store, "before", "old")
+    new_session, _ = await store.messages.add_inbound("test:1", sender_id="u", text="/new", platform_message_id="n")
+    await store.messages.start_session("test:1", at_message_id=new_session)
+    await answered(store, "read", "read my page")
+    await answered(store, "failed", "again", error="llm down")  # its notice is not in the history
+    turns = await store.audit.answered_turns("test:1")
+    assert [(t.id, t.untrusted_run, t.tools) for t in turns] == [("read", False, ("web.read_url",))]
+    assert await store.audit.answered_turns("test:2") == []
+
+
+async def test_a_run_of_an_untrusted_job_is_marked_so(store):
+    from tests.store.test_jobs import a_stored_job  # noqa: PLC0415  (test_jobs imports this module)
+
+    job = await a_stored_job(store, untrusted=True)
+    await store.messages.start_turn("run", "test:c1", source=TurnSource.PROACTIVE, inbound_message_id=None,
+                                    job_id=job.id)
+    await store.messages.complete_turn("run", conversation_id="test:c1", reply="done", llm_calls=1, tool_calls=0)
+    (turn,) = await store.audit.answered_turns("test:c1")
+    assert (turn.id, turn.untrusted_run, turn.tools) == ("run", True, ())

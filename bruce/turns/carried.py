@@ -1,0 +1,49 @@
+"""Taint carried by the history: an answer written after untrusted text steers the next turn too.
+
+A page can make the model write its instruction into its answer ("note to self: next turn,
+remember …"); that answer is in the history of every later turn of the session. So a turn
+starts tainted (``TurnScope.tainted``) when the session it continues (since the last ``/new``:
+the history it sees, and the summary folded during the session) holds an answer of a *tainted
+turn*: one that called a tool whose output is text from outside (``untrusted_output``), or a run
+of an untrusted job. The answers that follow a tainted turn carry it on, so the rule holds for
+the rest of the session; ``/new`` starts a session without them.
+
+So that a follow-up does not ask needlessly, the outputs of those earlier calls to tools from
+outside vouch for URLs as this turn's own results do (``bruce.actions.provenance``): "open the
+second link of that page" reads a link found in the page's text. They are read back from the
+audit table, where an output longer than ``tools.audit_output_max_chars`` is kept only as a
+preview: a link past that point vouches for nothing, and reading it asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bruce.contracts import ToolResult
+from bruce.store import Store
+
+__all__ = ["Carried", "carried_taint"]
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """What a turn inherits from the earlier turns of its session."""
+
+    tainted: bool = False
+    # the outputs of their calls to tools from outside, as the registry's ``ToolResult`` (with the
+    # audited, masked arguments): they vouch for URLs in this turn
+    sources: list[ToolResult] = field(default_factory=list)
+
+
+async def carried_taint(store: Store, conversation_id: str, *, outside: Callable[[str], bool]) -> Carried:
+    """Whether the session of ``conversation_id`` holds an answer of a tainted turn, and the outputs
+    from outside of those turns. ``outside`` tells by a tool's contract name whether its output is
+    text from outside; a name no tool answers to any more (an MCP server gone) counts as outside."""
+    answered = await store.audit.answered_turns(conversation_id)
+    tainted = [t.id for t in answered if t.untrusted_run or any(map(outside, t.tools))]
+    if not tainted:
+        return Carried()
+    calls = await store.audit.tool_executions_of(tainted)
+    sources = [ToolResult(call_id=c.call_id or "", name=c.tool_name, status=c.status, output=c.output,
+                          arguments=c.input) for c in calls if c.output is not None and outside(c.tool_name)]
+    return Carried(True, sources)
