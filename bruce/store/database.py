@@ -11,7 +11,7 @@ plain function of the ``sqlite3`` connection in one trip: a write's statements a
 
 The WAL is bounded: ``journal_size_limit`` (``WAL_SIZE_LIMIT``) makes SQLite cut the ``-wal`` file
 back to that size each time a checkpoint resets it, instead of leaving it at its largest. A write
-that fails for another reason than a lock (a full disk, an I/O error) is followed by a
+that fails because the disk is full or failing (SQLITE_FULL, SQLITE_IOERR) is followed by a
 ``wal_checkpoint(TRUNCATE)``: what the WAL holds is copied into the database file and the WAL is
 emptied to 0 bytes, so the space it took is given back at once (``store.wal_truncated``, or
 ``store.checkpoint_failed`` when even that cannot run).
@@ -143,7 +143,8 @@ class Database:
                 await self._db.rollback()
                 if _is_busy(exc):
                     raise StoreBusy(f"database write failed: {exc}") from exc
-                await self._trip(_plainly, _truncate_wal)
+                if _is_disk_error(exc):
+                    await self._trip(_plainly, _truncate_wal)
                 raise StoreError(f"database write failed: {exc}") from exc
             except BaseException:
                 await self._db.rollback()
@@ -173,8 +174,9 @@ class Database:
                     return await self._trip(_atomically, work)
             except sqlite3.Error as exc:
                 if not _is_busy(exc):
-                    async with self._writing():
-                        await self._trip(_plainly, _truncate_wal)
+                    if _is_disk_error(exc):
+                        async with self._writing():
+                            await self._trip(_plainly, _truncate_wal)
                     raise StoreError(f"database write failed: {exc}") from exc
                 if attempt == self._busy_retries:
                     raise StoreBusy(f"database write failed: {exc}") from exc
@@ -248,6 +250,14 @@ def _one_write(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> tup
 def _is_busy(exc: sqlite3.Error) -> bool:
     """Locked by another connection: worth trying again (a full disk or a bad file is not)."""
     return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
+def _is_disk_error(exc: sqlite3.Error) -> bool:
+    """The disk is full or failing (SQLITE_FULL, SQLITE_IOERR*): the WAL should give its space back.
+    A broken constraint or a bad statement is not."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name == "SQLITE_FULL" or name.startswith("SQLITE_IOERR") or (
+        isinstance(exc, sqlite3.OperationalError) and ("full" in str(exc) or "disk I/O error" in str(exc)))
 
 
 def _advice(path: Path, exc: BaseException) -> str:

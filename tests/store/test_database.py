@@ -213,3 +213,14 @@ async def test_after_a_full_disk_in_a_transaction_the_wal_is_emptied_too(tmp_pat
             await db.execute("UPDATE messages SET text = ? WHERE id = 1", ("z" * 200_000,))
     assert Path(f"{path}-wal").stat().st_size == 0
     await store.close()
+
+
+async def test_a_broken_constraint_is_no_reason_to_checkpoint(tmp_path, clock):
+    path = tmp_path / "b.db"
+    store = await Store.open(path, clock)
+    await store.messages.ensure_conversation("test:1", "test", "1")
+    await store.outbound.add("test:1", "kept in the WAL", turn_id=None)
+    with pytest.raises(StoreError):
+        await store.database.execute("INSERT INTO messages (id, conversation_id) VALUES (1, 'test:1')")
+    assert Path(f"{path}-wal").stat().st_size > 0
+    await store.close()
