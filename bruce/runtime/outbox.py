@@ -10,7 +10,10 @@ short enough), up to ``send_retries`` times; then, or on a permanent failure, th
 back the replies after it: one bad message must not silence a conversation. A platform wait longer
 than ``max_retry_after_s`` is stored (``retry_at``) and respected by every later try. An
 unsent reply older than ``resend_max_age_s`` is given up (``failed``, logged). Each piece that
-went out is counted in the row, so a resend never repeats a piece: a reply is delivered once.
+went out is counted in the row as soon as the platform has answered, before anything else runs,
+so a resend never repeats a piece the row counts. Only a crash between the platform's answer and
+that write can repeat one; a ``KeyedChannel`` gets each piece with its ``send_key`` (the same
+after a restart), so a platform that enforces it (Discord's nonce) makes no second message.
 
 It is the one outbound door: an approval request with its buttons (``post_confirmation``) and a
 file (``post_file``) are outbound rows too (``payload_kind``, with a JSON ``payload``), queued
