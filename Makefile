@@ -36,6 +36,7 @@ bench: install-test
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/discord_load.py
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/scheduler_load.py
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/memory_overhead.py
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/send_window.py
 
 # Mutation testing with mutmut (docs/testing.md); slow, so never part of `make test`.
 # Every module:  make mutate        One module:  make mutate MODULE=bruce.actions.policy

@@ -13,7 +13,10 @@ are raised as ``ChannelSendError``), ``thinking`` (held for the whole turn),
 ``send_confirmation`` (approve/deny controls), ``send_file``. A channel that can show live
 progress also has ``progress(chat_id)`` (see ``bruce.turns.progress``); it replaces ``thinking``. A
 channel that cuts replies itself (Discord keeps code fences whole) has ``split(text)``; the
-outbox sends and counts those pieces instead of ``split_text``'s.
+outbox sends and counts those pieces instead of ``split_text``'s. A channel whose platform
+drops a repeated send carrying the same key (Discord's ``nonce`` with ``enforce_nonce``) is a
+``KeyedChannel``: the outbox sends through its ``*_keyed`` methods with a key made from the
+outbound row and the piece, the same after a restart, so a resend after a crash is not doubled.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ __all__ = [
     "Channel",
     "ProgressChannel",
     "SplittingChannel",
+    "KeyedChannel",
     "ChannelSendError",
     "split_text",
 ]
@@ -179,6 +183,19 @@ class SplittingChannel(Protocol):
     def split(self, text: str) -> list[str]:
         """The reply as pieces ``send_text`` sends one by one; never empty."""
         ...
+
+
+@runtime_checkable
+class KeyedChannel(Protocol):
+    """Optional: a channel whose platform creates one message per key. ``key`` (at most 25
+    characters, stable across restarts) names one piece of one outbound row; sending the same
+    key again within the platform's window answers with the message already made."""
+
+    async def send_text_keyed(self, chat_id: str, text: str, *, key: str) -> None: ...
+
+    async def send_confirmation_keyed(self, chat_id: str, request: ConfirmationRequest, *, key: str) -> None: ...
+
+    async def send_file_keyed(self, chat_id: str, path: Path, caption: str | None, *, key: str) -> None: ...
 
 
 def split_text(text: str, limit: int) -> list[str]:

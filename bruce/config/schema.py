@@ -145,6 +145,7 @@ class TelegramConfig(ChannelSection):
     webhook: TelegramWebhookConfig = TelegramWebhookConfig()
     groups: bool = True  # in groups, answer allow-listed senders who mention the bot or reply to it
     poll_timeout_s: int = Field(30, ge=1, le=50)  # getUpdates long-poll time-out
+    send_timeout_s: float = Field(60.0, gt=0, le=600)  # a send with no answer by then is tried again (may double)
 
     _blank = field_validator("token", "api_base", mode="before")(blank_to_none)
 

@@ -10,7 +10,10 @@ short enough), up to ``send_retries`` times; then, or on a permanent failure, th
 back the replies after it: one bad message must not silence a conversation. A platform wait longer
 than ``max_retry_after_s`` is stored (``retry_at``) and respected by every later try. An
 unsent reply older than ``resend_max_age_s`` is given up (``failed``, logged). Each piece that
-went out is counted in the row, so a resend never repeats a piece: a reply is delivered once.
+went out is counted in the row as soon as the platform has answered, before anything else runs,
+so a resend never repeats a piece the row counts. Only a crash between the platform's answer and
+that write can repeat one; a ``KeyedChannel`` gets each piece with its ``send_key`` (the same
+after a restart), so a platform that enforces it (Discord's nonce) makes no second message.
 
 It is the one outbound door: an approval request with its buttons (``post_confirmation``) and a
 file (``post_file``) are outbound rows too (``payload_kind``, with a JSON ``payload``), queued
@@ -33,14 +36,21 @@ from typing import Any
 
 import structlog
 
-from bruce.channel import Channel, ChannelSendError, ConfirmationRequest, SplittingChannel, split_text
+from bruce.channel import (
+    Channel,
+    ChannelSendError,
+    ConfirmationRequest,
+    KeyedChannel,
+    SplittingChannel,
+    split_text,
+)
 from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.errors import StoreError
 from bruce.records import StoredMessage
 from bruce.store import Store
 from bruce.values import ConversationId, MessageKind, MessageStatus, PayloadKind
 
-__all__ = ["Outbox", "OutboxSettings"]
+__all__ = ["Outbox", "OutboxSettings", "send_key"]
 
 log = structlog.get_logger(__name__)
 
@@ -193,16 +203,31 @@ class Outbox:
 
 
 def _pieces(channel: Channel, chat_id: str, message: StoredMessage) -> list[_Send]:
-    """What sending this row takes, one call per piece: a reply's pieces, or the one request or file."""
+    """What sending this row takes, one call per piece: a reply's pieces, or the one request or file.
+    On a ``KeyedChannel`` each piece carries its key (``send_key``)."""
+    keyed = channel if isinstance(channel, KeyedChannel) else None
     if message.payload_kind is PayloadKind.CONFIRMATION:
-        return [partial(channel.send_confirmation, chat_id, _confirmation(_payload(message)))]
+        request = _confirmation(_payload(message))
+        if keyed is not None:
+            return [partial(keyed.send_confirmation_keyed, chat_id, request, key=send_key(message.id, 0))]
+        return [partial(channel.send_confirmation, chat_id, request)]
     if message.payload_kind is PayloadKind.FILE:
         file = _payload(message)
-        caption = file["caption"]
-        return [partial(channel.send_file, chat_id, Path(str(file["path"])), None if caption is None else str(caption))]
+        path, caption = Path(str(file["path"])), None if file["caption"] is None else str(file["caption"])
+        if keyed is not None:
+            return [partial(keyed.send_file_keyed, chat_id, path, caption, key=send_key(message.id, 0))]
+        return [partial(channel.send_file, chat_id, path, caption)]
     texts = (channel.split(message.text) if isinstance(channel, SplittingChannel)
              else split_text(message.text, channel.max_message_length))
+    if keyed is not None:
+        return [partial(keyed.send_text_keyed, chat_id, text, key=send_key(message.id, i)) for i, text in enumerate(texts)]
     return [partial(channel.send_text, chat_id, text) for text in texts]
+
+
+def send_key(message_id: int, piece: int) -> str:
+    """The key of one piece of one outbound row: the same for every try, before and after a
+    restart, and different for every other piece of this database (at most 25 characters)."""
+    return f"bruce.{message_id}.{piece}"
 
 
 def _unexpected(message: StoredMessage, exc: Exception) -> ChannelSendError:

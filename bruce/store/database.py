@@ -8,6 +8,13 @@ back through the event loop (about 60-70 microseconds of CPU). ``write`` and ``r
 plain function of the ``sqlite3`` connection in one trip: a write's statements and its commit
 (or rollback), or several reads. aiosqlite has no public name for that trip: it goes through
 ``_aiosqlite_shim``, the one module that touches aiosqlite's internals (tested, its version pinned).
+
+The WAL is bounded: ``journal_size_limit`` (``WAL_SIZE_LIMIT``) makes SQLite cut the ``-wal`` file
+back to that size each time a checkpoint resets it, instead of leaving it at its largest. A write
+that fails because the disk is full or failing (SQLITE_FULL, SQLITE_IOERR) is followed by a
+``wal_checkpoint(TRUNCATE)``: what the WAL holds is copied into the database file and the WAL is
+emptied to 0 bytes, so the space it took is given back at once (``store.wal_truncated``, or
+``store.checkpoint_failed`` when even that cannot run).
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ __all__ = ["Database"]
 log = structlog.get_logger(__name__)
 
 _T = TypeVar("_T")
+
+WAL_SIZE_LIMIT = 4 * 2**20  # bytes the -wal file is cut back to after a checkpoint (PRAGMA journal_size_limit)
 
 
 class Database:
@@ -85,6 +94,7 @@ class Database:
         await db.execute("PRAGMA foreign_keys=ON")
         await db.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
         await db.execute("PRAGMA synchronous=NORMAL")
+        await db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         await self.migrate()
 
     async def migrate(self) -> int:
@@ -131,8 +141,11 @@ class Database:
                 await self._db.commit()
             except sqlite3.Error as exc:
                 await self._db.rollback()
-                error = StoreBusy if _is_busy(exc) else StoreError
-                raise error(f"database write failed: {exc}") from exc
+                if _is_busy(exc):
+                    raise StoreBusy(f"database write failed: {exc}") from exc
+                if _is_disk_error(exc):
+                    await self._trip(_plainly, _truncate_wal)
+                raise StoreError(f"database write failed: {exc}") from exc
             except BaseException:
                 await self._db.rollback()
                 raise
@@ -161,6 +174,9 @@ class Database:
                     return await self._trip(_atomically, work)
             except sqlite3.Error as exc:
                 if not _is_busy(exc):
+                    if _is_disk_error(exc):
+                        async with self._writing():
+                            await self._trip(_plainly, _truncate_wal)
                     raise StoreError(f"database write failed: {exc}") from exc
                 if attempt == self._busy_retries:
                     raise StoreBusy(f"database write failed: {exc}") from exc
@@ -208,6 +224,20 @@ def _atomically(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], _
     return result
 
 
+def _truncate_wal(conn: sqlite3.Connection) -> None:
+    """On the database thread, after a failed write: the WAL copied into the database file and
+    emptied, giving its space back (a full disk must not stay full of our WAL)."""
+    try:
+        busy, wal_pages, moved = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except sqlite3.Error as exc:
+        log.error("store.checkpoint_failed", error=str(exc))
+        return
+    if busy:  # another connection (a reader) kept it from finishing; the next failure tries again
+        log.warning("store.checkpoint_blocked", wal_pages=wal_pages, moved=moved)
+    else:
+        log.warning("store.wal_truncated", wal_pages=wal_pages, moved=moved)
+
+
 def _plainly(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> _T:
     return work(conn)
 
@@ -220,6 +250,14 @@ def _one_write(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> tup
 def _is_busy(exc: sqlite3.Error) -> bool:
     """Locked by another connection: worth trying again (a full disk or a bad file is not)."""
     return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
+def _is_disk_error(exc: sqlite3.Error) -> bool:
+    """The disk is full or failing (SQLITE_FULL, SQLITE_IOERR*): the WAL should give its space back.
+    A broken constraint or a bad statement is not."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name == "SQLITE_FULL" or name.startswith("SQLITE_IOERR") or (
+        isinstance(exc, sqlite3.OperationalError) and ("full" in str(exc) or "disk I/O error" in str(exc)))
 
 
 def _advice(path: Path, exc: BaseException) -> str:

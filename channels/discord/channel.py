@@ -38,7 +38,11 @@ turns that run tools, one status message with the steps (see ``ui``).
 
 Sending. Replies are cut by ``format.split_message`` (2000 characters, code fences kept
 whole) and every message goes out with ``allowed_mentions=AllowedMentions.none()`` (also the
-client's default). discord.py itself waits out a 429 whose ``retry_after`` is under 30 s and
+client's default). The outbox sends through the ``*_keyed`` methods (``bruce.channel.KeyedChannel``):
+the key becomes the message's ``nonce``, which discord.py sends with ``enforce_nonce: true``, so
+Discord answers a second create with the same nonce (within its window of a few minutes) with
+the message it already made: a resend after a crash between Discord's answer and the outbox's
+record is not doubled. discord.py itself waits out a 429 whose ``retry_after`` is under 30 s and
 retries 5xx a few times; what it gives up on becomes ``ChannelSendError`` (``gateway.translate_error``):
 rate limits retryable with ``retry_after``, 5xx and network errors retryable, missing access,
 unknown channel and other refusals permanent. The outbox does the rest.
@@ -57,7 +61,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 import discord
@@ -84,6 +88,11 @@ SEND_TIMEOUT_S = 60.0  # discord.py may itself wait out a short rate limit or re
 START_BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)
 RECENT_SENT = 500  # our latest message ids, to recognise a reply to one of them
 UNSUPPORTED = "I can only read text messages for now; files, images and stickers are not supported yet."
+
+
+def _nonce(key: str | None) -> dict[str, Any]:
+    """``send``'s nonce argument: the outbox's key, or none (discord.py then makes a random one)."""
+    return {} if key is None else {"nonce": key}
 
 
 class DiscordChannel:
@@ -255,7 +264,12 @@ class DiscordChannel:
 
     async def send_text(self, chat_id: str, text: str) -> None:
         for part in split_message(text, MESSAGE_LIMIT):
-            self._remember(await self._call(self._target(chat_id).send(part, allowed_mentions=NO_MENTIONS, suppress_embeds=True)))
+            await self.send_text_keyed(chat_id, part, key=None)
+
+    async def send_text_keyed(self, chat_id: str, text: str, *, key: str | None) -> None:
+        """One message (an outbox piece is one already); with ``key`` as its nonce, enforced."""
+        self._remember(await self._call(self._target(chat_id).send(
+            text, **_nonce(key), allowed_mentions=NO_MENTIONS, suppress_embeds=True)))
 
     async def _reply(self, chat_id: int, text: str) -> None:
         with contextlib.suppress(ChannelSendError):
@@ -287,15 +301,21 @@ class DiscordChannel:
                 await status.close()
 
     async def send_confirmation(self, chat_id: str, request: ConfirmationRequest) -> None:
+        await self.send_confirmation_keyed(chat_id, request, key=None)
+
+    async def send_confirmation_keyed(self, chat_id: str, request: ConfirmationRequest, *, key: str | None) -> None:
         text = approval_text(request)
         sent = await self._call(self._target(chat_id).send(
-            text, view=approval_view(request.id, step_up=request.step_up), allowed_mentions=NO_MENTIONS,
+            text, view=approval_view(request.id, step_up=request.step_up), **_nonce(key), allowed_mentions=NO_MENTIONS,
             suppress_embeds=True))
         self._remember(sent)
         self._interactions.watch_expiry(sent, request)
 
     async def send_file(self, chat_id: str, path: Path, caption: str | None = None) -> None:
+        await self.send_file_keyed(chat_id, path, caption, key=None)
+
+    async def send_file_keyed(self, chat_id: str, path: Path, caption: str | None, *, key: str | None) -> None:
         content = (caption or "")[:MESSAGE_LIMIT] or None
         self._remember(await self._call(self._target(chat_id).send(
-            content, file=discord.File(path, filename=path.name), allowed_mentions=NO_MENTIONS, suppress_embeds=True)))
-
+            content, file=discord.File(path, filename=path.name), **_nonce(key), allowed_mentions=NO_MENTIONS,
+            suppress_embeds=True)))

@@ -83,11 +83,11 @@ class _Session(AiohttpSession):
 class TelegramBot:
     """One bot token's aiogram ``Bot``, with the operations the channel needs."""
 
-    def __init__(self, token: str, api_base: str | None) -> None:
+    def __init__(self, token: str, api_base: str | None, *, send_timeout_s: float = 60.0) -> None:
         api = TelegramAPIServer.from_base(api_base) if api_base else PRODUCTION
         # no link previews: Telegram's servers would fetch the first URL of a message, so a URL a
         # steered model wrote into its answer (with data in it) would be requested without a click
-        self._bot = Bot(token, session=_Session(api=api), default=DefaultBotProperties(link_preview_is_disabled=True))
+        self._bot = Bot(token, session=_Session(api=api, timeout=send_timeout_s), default=DefaultBotProperties(link_preview_is_disabled=True))
 
     def read_update(self, item: Any) -> Update:
         """One update of a ``getUpdates`` answer or a webhook call; ValueError when it does not parse."""

@@ -129,7 +129,8 @@ class TelegramChannel:
             raise
         log.info("telegram.sdk_ready", seconds=round(time.monotonic() - started, 2))
         assert self._section.token is not None
-        bot: TelegramBot = module.TelegramBot(self._section.token.get_secret_value(), self._section.api_base)
+        bot: TelegramBot = module.TelegramBot(self._section.token.get_secret_value(), self._section.api_base,
+                                              send_timeout_s=self._section.send_timeout_s)
         return bot
 
     async def _bot(self) -> TelegramBot:

@@ -10,7 +10,7 @@ also shows progress, and records every event it was shown.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -99,3 +99,35 @@ class ProgressRecordingChannel(RecordingChannel):
     async def progress(self, chat_id: str) -> AsyncIterator[_Recorder]:
         async with self.thinking(chat_id):
             yield _Recorder(self.events)
+
+
+class KeyedRecordingChannel(RecordingChannel):
+    """A channel whose platform makes one message per key, as Discord does with an enforced nonce:
+    a send with a key it has seen is answered without a second message. ``keys`` holds every key
+    given, in order; ``before_send`` hooks see each key just before its text goes out."""
+
+    def __init__(self, name: str = "test", max_message_length: int = 4096) -> None:
+        super().__init__(name, max_message_length)
+        self.keys: list[str] = []
+        self._made: set[str] = set()
+        self.before_send: list[Callable[[str], None]] = []  # run with the key before each keyed text goes out
+
+    async def send_text_keyed(self, chat_id: str, text: str, *, key: str) -> None:
+        self.keys.append(key)
+        for hook in self.before_send:
+            hook(key)
+        if key not in self._made:
+            await self.send_text(chat_id, text)
+            self._made.add(key)
+
+    async def send_confirmation_keyed(self, chat_id: str, request: ConfirmationRequest, *, key: str) -> None:
+        self.keys.append(key)
+        if key not in self._made:
+            await self.send_confirmation(chat_id, request)
+            self._made.add(key)
+
+    async def send_file_keyed(self, chat_id: str, path: Path, caption: str | None, *, key: str) -> None:
+        self.keys.append(key)
+        if key not in self._made:
+            await self.send_file(chat_id, path, caption)
+            self._made.add(key)

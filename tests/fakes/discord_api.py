@@ -26,7 +26,9 @@ Cloudflare ban). Behaviour kept from Discord:
   (10003) for a channel the fake does not know, 400 "Cannot send an empty message" (50006), 400 Invalid
   Form Body (50035) for content over 2000 characters or a reply (``message_reference``) to an unknown
   message unless ``fail_if_not_exists`` is false, 403 "Cannot send messages to this user" (50007) in the
-  DM of a user in ``dm_closed``. A reply has type 19 and ``referenced_message``.
+  DM of a user in ``dm_closed``. A reply has type 19 and ``referenced_message``. A ``nonce`` over 25
+  characters is 400 Invalid Form Body; with ``enforce_nonce: true``, a nonce the same author used within
+  ``nonce_window_s`` (Discord: "the past few minutes") creates nothing: the answer is that earlier message.
 * ``PATCH``/``DELETE /channels/{id}/messages/{mid}``: 404 Unknown Message (10008); editing a user's message
   is 403 (50005); deleting one in a DM is 403 (50003). ``POST /channels/{id}/typing``: 204.
 * ``POST /interactions/{id}/{token}/callback``: 404 Unknown interaction (10062) for an interaction never
@@ -272,6 +274,9 @@ class FakeDiscord:
         self.users: dict[int, dict[str, Any]] = {}
         self.channels: dict[int, dict[str, Any]] = {}
         self.all_messages: dict[int, dict[str, Any]] = {}  # everyone's messages, by id
+        self.nonce_window_s = 300.0  # how long enforce_nonce remembers an author's nonce
+        self._nonces: dict[tuple[str, str], tuple[int, float]] = {}  # (author, nonce) -> (message id, at)
+        self._hang: list[tuple[str, re.Pattern[str]]] = []  # requests handled but never answered
         self._revoked = False
         self._ids = _Snowflakes()
         self._dm_by_user: dict[int, int] = {}
@@ -476,6 +481,18 @@ class FakeDiscord:
             self._failures.append(_Failure(method, re.compile(path_regex), status,
                                            default_message if message is None else message,
                                            default_code if code is None else code, retry_after))
+
+    def hang_next(self, method: str, path_regex: str, *, times: int = 1) -> None:
+        """The next ``times`` matching requests are handled (a message is created) but their answer never
+        comes: the client waits until it gives up (a lost answer, a process killed mid-request)."""
+        self._hang.extend((method, re.compile(path_regex)) for _ in range(times))
+
+    def _take_hang(self, method: str, path: str) -> bool:
+        for index, (wanted, pattern) in enumerate(self._hang):
+            if _method_matches(wanted, method) and pattern.search(path):
+                del self._hang[index]
+                return True
+        return False
 
     # ---- plumbing: signals -------------------------------------------------
     def _wake(self) -> None:
@@ -879,6 +896,8 @@ class FakeDiscord:
                                    None if self._path_known(path) else "404: Not Found", 0)
             handler, params = route[0], route[1]
             status, result = await handler(_Request(request.method, path, params, body, files, dict(request.query)))
+            if self._take_hang(request.method, path):
+                await self._closing.wait()  # aiohttp cancels this handler when the client gives up
             if path.endswith("/callback"):
                 self.interaction_responses.append(call)
             return _json_response(status, result)
@@ -971,7 +990,23 @@ class FakeDiscord:
         recipient = self._dm_recipient(channel_id)
         if recipient is not None and recipient in self.dm_closed:
             raise DiscordError(403, "Cannot send messages to this user", 50007)
-        return 200, self._create_bot_message(channel_id, req.body, req.files)
+        body = req.body if isinstance(req.body, dict) else {}
+        nonce = body.get("nonce")
+        if nonce is not None and len(str(nonce)) > 25:
+            raise _form_error("nonce", "BASE_TYPE_MAX_LENGTH", "Must be 25 or fewer in length.")
+        if nonce is not None and body.get("enforce_nonce") and (earlier := self._nonce_message(str(nonce))):
+            return 200, copy.deepcopy(earlier)
+        message = self._create_bot_message(channel_id, req.body, req.files)
+        if nonce is not None:
+            self._nonces[(self.bot_user["id"], str(nonce))] = (int(message["id"]), time.monotonic())
+        return 200, message
+
+    def _nonce_message(self, nonce: str) -> dict[str, Any] | None:
+        """The bot's message created with this nonce within ``nonce_window_s``, if any."""
+        seen = self._nonces.get((self.bot_user["id"], nonce))
+        if seen is None or time.monotonic() - seen[1] > self.nonce_window_s:
+            return None
+        return self.all_messages.get(seen[0])
 
     def _create_bot_message(self, channel_id: int, body: Any, files: list[dict[str, Any]],
                             extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -34,6 +34,9 @@ Behaviour kept from the real server, so that an adapter that works here works th
   not modified" when nothing changes; editing without ``reply_markup`` removes the inline keyboard.
 * A chat in ``blocked`` answers 403 "Forbidden: bot was blocked by the user" to sends.
 * ``answerCallbackQuery`` with an id never pushed: 400 "query is too old...".
+* ``hang_next_answer(method)``: the next call is carried out (a ``sendMessage`` is stored and delivered)
+  but its answer never comes; the client waits until it gives up (its time-out), as when Telegram took a
+  send and the answer was lost on the way back.
 
 Message ids are per chat and shared by the user's and the bot's messages, as in a private chat.
 """
@@ -207,6 +210,7 @@ class FakeTelegramAPI:
         self._raw: dict[str, deque[tuple[int, str]]] = {}
         self._refused: dict[str, str] = {}
         self._hangs: deque[float] = deque()
+        self._answers_lost: dict[str, int] = {}  # method -> how many next calls get no answer
         self._poll_generation = 0
         self._signals: dict[str, asyncio.Event] = {"updates": asyncio.Event(), "calls": asyncio.Event()}
         self._closing = asyncio.Event()
@@ -340,6 +344,10 @@ class FakeTelegramAPI:
     def hang_next_get_updates(self, seconds: float) -> None:
         self._hangs.append(seconds)
 
+    def hang_next_answer(self, method: str, *, times: int = 1) -> None:
+        """The next ``times`` calls of ``method`` are carried out but never answered (until close())."""
+        self._answers_lost[method.lower()] = self._answers_lost.get(method.lower(), 0) + times
+
     def refuse_method(self, method: str, description: str = "Bad Request: method not found") -> None:
         self._refused[method.lower()] = description
 
@@ -404,6 +412,9 @@ class FakeTelegramAPI:
             result = await handler(params)
         except ApiError as exc:
             return _error_body(exc.status, exc.description, exc.retry_after)
+        if self._answers_lost.get(canonical.lower(), 0) > 0:
+            self._answers_lost[canonical.lower()] -= 1
+            await self._closing.wait()  # the client gives up first: aiohttp then cancels this handler
         return web.json_response({"ok": True, "result": result})
 
     def _refusal(self, token: str, method: str, params: Params) -> web.Response | None:

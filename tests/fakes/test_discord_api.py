@@ -456,3 +456,35 @@ async def test_close_leaves_nothing_running() -> None:
     assert others == []
     assert fake.gateway_connections[0].close_code == 1001
     assert discord.http.Route.BASE == "https://discord.com/api/v10"
+
+
+async def test_enforce_nonce_returns_the_earlier_message_instead_of_a_second(fake: FakeDiscord, bot: Harness) -> None:
+    channel = bot.guild_channel()
+    first = await channel.send("once", nonce="bruce-1-0")  # discord.py sends enforce_nonce: true with it
+    again = await channel.send("once", nonce="bruce-1-0")
+    other = await channel.send("once", nonce="bruce-2-0")
+    assert again.id == first.id and other.id != first.id
+    assert [m["content"] for m in fake.messages.values()] == ["once", "once"]
+    assert fake.calls_to("POST", r"/messages$")[0].json["enforce_nonce"] is True
+
+
+async def test_a_nonce_is_forgotten_after_the_window_and_is_at_most_25_characters(
+        fake: FakeDiscord, bot: Harness) -> None:
+    channel = bot.guild_channel()
+    fake.nonce_window_s = 0.0
+    first = await channel.send("late", nonce="n1")
+    await asyncio.sleep(0.01)
+    assert (await channel.send("late", nonce="n1")).id != first.id
+    with pytest.raises(discord.HTTPException) as info:
+        await channel.send("long", nonce="x" * 26)
+    assert info.value.status == 400 and info.value.code == 50035
+
+
+async def test_a_hung_create_stores_the_message_but_never_answers(fake: FakeDiscord, bot: Harness) -> None:
+    channel = bot.guild_channel()
+    fake.hang_next("POST", r"/messages$")
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(channel.send("lost answer", nonce="h1"), 0.5)
+    assert [m["content"] for m in fake.messages.values()] == ["lost answer"]
+    resent = await channel.send("lost answer", nonce="h1")  # the same nonce: the same message
+    assert int(next(iter(fake.messages))) == resent.id and len(fake.messages) == 1

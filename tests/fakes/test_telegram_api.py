@@ -351,3 +351,14 @@ async def test_close_ends_long_poll_and_leaves_no_task() -> None:
         await bot.session.close()
     others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     assert others == []
+
+
+async def test_a_send_taken_but_never_answered_times_out_with_the_message_delivered(api: FakeTelegramAPI) -> None:
+    bot = Bot(api.token, session=AiohttpSession(api=TelegramAPIServer.from_base(api.base_url), timeout=0.3))
+    api.hang_next_answer("sendMessage")
+    with pytest.raises(TelegramNetworkError):
+        await bot.send_message(42, "taken")
+    assert [m["text"] for m in api.sent_messages[42]] == ["taken"]
+    await bot.send_message(42, "answered")  # only the next call was hung
+    assert [m["text"] for m in api.sent_messages[42]] == ["taken", "answered"]
+    await bot.session.close()

@@ -9,9 +9,9 @@ import asyncio
 from bruce.app import build_app
 from bruce.errors import ChannelSendError
 from bruce.values import ConversationId
-from tests.fakes.channel import RecordingChannel
+from tests.fakes.channel import KeyedRecordingChannel, RecordingChannel
 from tests.fakes.llm_server import Step
-from tests.helpers import rows, say
+from tests.helpers import db_rows, rows, say
 
 
 def rate_limited(retry_after: float | None = None) -> ChannelSendError:
@@ -328,3 +328,28 @@ async def test_a_payload_that_cannot_be_read_is_given_up_and_the_conversation_go
     assert channel.texts() == ["Waiting for you.", "a later notice"] and channel.confirmations == []
     assert [(r["payload_kind"], r["status"]) for r in await outbound(app)] == [
         ("text", "sent"), ("confirmation", "failed"), ("text", "sent")]
+
+
+async def test_a_keyed_channel_gets_one_stable_key_per_piece_and_each_piece_is_recorded_before_the_next(
+        make_config, clock, fake_llm):
+    """Each piece goes out with the key ``bruce.<row>.<piece>``; the same key on a retry, so a
+    platform that enforces it makes one message; and the row counts a piece as sent before the
+    next one goes out (nothing runs in between)."""
+    config = make_config()
+    keyed = KeyedRecordingChannel("test", max_message_length=20)
+    seen: list[tuple[str, int]] = []
+    keyed.before_send.append(lambda key: seen.append((key, db_rows(
+        config.storage.path, "SELECT parts_sent FROM messages WHERE direction = 'out'")[0]["parts_sent"])))
+    keyed.failures = [None, ChannelSendError("HTTP 502", retryable=True)]  # the 2nd piece fails once
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[keyed])
+    await app.start()
+    fake_llm.add(Step.text("first piece here.\n\nsecond piece here.\n\nthird piece."))
+    await say(app, "hi")
+    await app.stop()
+    (reply,) = await replies(app)
+    (row,) = await rows(app, "SELECT id FROM messages WHERE direction = 'out'")
+    key = f"bruce.{row['id']}"
+    assert keyed.keys == [f"{key}.0", f"{key}.1", f"{key}.1", f"{key}.2"]
+    assert seen == [(f"{key}.0", 0), (f"{key}.1", 1), (f"{key}.1", 1), (f"{key}.2", 2)]
+    assert keyed.texts() == ["first piece here.", "second piece here.", "third piece."]
+    assert reply["status"] == "sent" and reply["parts_sent"] == 3

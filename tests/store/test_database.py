@@ -168,3 +168,59 @@ async def test_a_failing_transaction_is_rolled_back_whole_as_a_store_error(store
             await db.execute("INSERT INTO conversations (id, channel, chat_id, created_at) VALUES ('a:1', 'a', '1', 'x')")
             await db.execute("INSERT INTO conversations (id, channel, chat_id, created_at) VALUES ('a:1', 'a', '1', 'x')")
     assert await store.database.rows("SELECT id FROM conversations") == []
+
+
+async def test_the_wal_is_bounded_by_journal_size_limit(tmp_path, clock):
+    from bruce.store.database import WAL_SIZE_LIMIT
+
+    store = await Store.open(tmp_path / "b.db", clock)
+    (limit,) = await store.database.rows("PRAGMA journal_size_limit")
+    await store.close()
+    assert limit[0] == WAL_SIZE_LIMIT
+
+
+async def test_after_a_full_disk_the_wal_is_checkpointed_and_emptied(tmp_path, clock):
+    """A write refused for lack of space (SQLITE_FULL, made here with max_page_count instead of a
+    full filesystem) is followed by a TRUNCATE checkpoint: the WAL gives its space back."""
+    path = tmp_path / "b.db"
+    store = await Store.open(path, clock)
+    await store.messages.ensure_conversation("test:1", "test", "1")
+    for i in range(20):
+        await store.outbound.add("test:1", f"reply {i} " + "x" * 2000, turn_id=None)
+    wal = Path(f"{path}-wal")
+    assert wal.stat().st_size > 0
+    (pages,) = await store.database.rows("PRAGMA page_count")
+    await store.database.rows(f"PRAGMA max_page_count={pages[0]}")  # "the disk": no page more
+    with pytest.raises(StoreError, match="full"):
+        await store.outbound.add("test:1", "y" * 200_000, turn_id=None)
+    assert wal.stat().st_size == 0
+    await store.database.rows("PRAGMA max_page_count=1073741823")  # space freed: writes go on
+    await store.outbound.add("test:1", "after", turn_id=None)
+    await store.close()
+    assert db_rows(path, "SELECT text FROM messages ORDER BY id DESC LIMIT 1")[0]["text"] == "after"
+
+
+async def test_after_a_full_disk_in_a_transaction_the_wal_is_emptied_too(tmp_path, clock):
+    path = tmp_path / "b.db"
+    store = await Store.open(path, clock)
+    await store.messages.ensure_conversation("test:1", "test", "1")
+    for i in range(20):
+        await store.outbound.add("test:1", f"reply {i} " + "x" * 2000, turn_id=None)
+    (pages,) = await store.database.rows("PRAGMA page_count")
+    await store.database.rows(f"PRAGMA max_page_count={pages[0]}")
+    with pytest.raises(StoreError, match="full"):
+        async with store.database.transaction() as db:
+            await db.execute("UPDATE messages SET text = ? WHERE id = 1", ("z" * 200_000,))
+    assert Path(f"{path}-wal").stat().st_size == 0
+    await store.close()
+
+
+async def test_a_broken_constraint_is_no_reason_to_checkpoint(tmp_path, clock):
+    path = tmp_path / "b.db"
+    store = await Store.open(path, clock)
+    await store.messages.ensure_conversation("test:1", "test", "1")
+    await store.outbound.add("test:1", "kept in the WAL", turn_id=None)
+    with pytest.raises(StoreError):
+        await store.database.execute("INSERT INTO messages (id, conversation_id) VALUES (1, 'test:1')")
+    assert Path(f"{path}-wal").stat().st_size > 0
+    await store.close()

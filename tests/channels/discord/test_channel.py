@@ -212,6 +212,32 @@ async def test_a_long_rate_limit_goes_back_to_the_outbox_with_its_wait(started, 
     assert 45 in clock.sleeps and len(fake.calls_to("POST", MESSAGES)) == 2
 
 
+async def test_a_reply_discord_took_before_a_crash_is_not_doubled_by_the_resend(dc_config, start_app, fake, fake_llm):
+    """Discord creates the reply but its answer never arrives (the process dies before the outbox
+    records it): after the restart the outbox sends it again with the same nonce, and Discord
+    answers with the message it already made."""
+    config = dc_config()
+    config = config.model_copy(update={"assistant": config.assistant.model_copy(update={"shutdown_timeout_s": 0.2})})
+    app = await start_app(config)
+    fake.hang_next("POST", MESSAGES)
+    fake_llm.add(Step.text("Said once."))
+    channel = dm_channel(fake.dm(OWNER, "hello"))
+    await until(lambda: posted(fake, channel) == ["Said once."])
+    await app.stop()  # the send is still waiting for Discord's answer: cut off as by a kill
+
+    app = await start_app(config)
+    await until(lambda: len(fake.calls_to("POST", rf"^/channels/{channel}/messages$")) == 2)
+    for _ in range(500):
+        found = await rows(app, "SELECT id, status FROM messages WHERE direction = 'out'")
+        if found[0]["status"] == "sent":
+            break
+        await asyncio.sleep(0.02)
+    assert found[0]["status"] == "sent"
+    assert posted(fake, channel) == ["Said once."]
+    nonces = [c.json["nonce"] for c in fake.calls_to("POST", rf"^/channels/{channel}/messages$")]
+    assert nonces == [f"bruce.{found[0]['id']}.0"] * 2
+
+
 async def test_a_channel_refused_for_good_keeps_the_reply_unsent(started, fake, fake_llm):
     app = await started()
     fake.fail_next("POST", MESSAGES, status=403, times=10)

@@ -277,6 +277,47 @@ async def test_a_rate_limit_is_honoured_and_the_reply_arrives_once(started, api,
     assert 3 in clock.sleeps
 
 
+async def test_a_reply_telegram_took_without_answering_is_delivered_again_never_lost(started, api, fake_llm):
+    """Telegram stores the reply but its answer never comes: the send gives up after
+    ``send_timeout_s``, the outbox tries again, and the chat gets the reply twice. The Bot API has
+    no idempotency key: this one duplicate is the documented at-least-once case; losing the reply
+    is not."""
+    app = await started(send_timeout_s=0.3)
+    api.hang_next_answer("sendMessage")
+    fake_llm.add(Step.text("Delivered."))
+    api.push_message(OWNER, OWNER, "hello")
+    for _ in range(500):
+        found = await rows(app, "SELECT status, parts_sent, send_attempts FROM messages WHERE direction = 'out'")
+        if found and found[0]["status"] == "sent":
+            break
+        await asyncio.sleep(0.02)
+    assert found == [{"status": "sent", "parts_sent": 1, "send_attempts": 2}]
+    assert [m["text"] for m in api.sent_messages[OWNER]] == ["Delivered.", "Delivered."]
+
+
+async def test_a_reply_whose_answer_is_lost_across_a_restart_is_delivered_again(tg_config, start_app, api, fake_llm):
+    """The same, with the process gone while it waits for the answer: the restart resends it."""
+    config = tg_config(send_timeout_s=30)
+    config = config.model_copy(update={"assistant": config.assistant.model_copy(update={"shutdown_timeout_s": 0.2})})
+    app = await start_app(config)
+    api.hang_next_answer("sendMessage")
+    fake_llm.add(Step.text("Still here."))
+    api.push_message(OWNER, OWNER, "hello")
+    await replies(api, OWNER, 1)
+    await app.stop()  # the send is still waiting for Telegram's answer: cut off as by a kill
+    assert (await rows(app, "SELECT status FROM messages WHERE direction = 'out'"))[0]["status"] != "sent"
+
+    app = await start_app(config)
+    await replies(api, OWNER, 2)
+    for _ in range(500):
+        found = await rows(app, "SELECT status FROM messages WHERE direction = 'out'")
+        if found[0]["status"] == "sent":
+            break
+        await asyncio.sleep(0.02)
+    assert found[0]["status"] == "sent"
+    assert [m["text"] for m in api.sent_messages[OWNER]] == ["Still here.", "Still here."]
+
+
 async def test_a_reply_refused_for_good_is_kept_unsent(started, api, fake_llm):
     app = await started()
     api.fail_next("sendMessage", status=403, description="Forbidden: bot was blocked by the user", times=10)
