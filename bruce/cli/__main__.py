@@ -1,6 +1,6 @@
-"""``python -m bruce.cli.main``: the ``bruce`` command."""
+"""``python -m bruce.cli``: the ``bruce`` command."""
 import sys
 
-from bruce.cli.main.main import main
+from bruce.cli.main import main
 
 sys.exit(main())

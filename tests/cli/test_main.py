@@ -314,3 +314,12 @@ def test_approve_and_deny_refuse_a_missing_database_and_create_nothing(tmp_path,
                    "or pass --config with the config file the daemon uses\n")
     assert [p.name for p in etc.iterdir()] == ["config.yml"]  # neither data/ nor data/bruce.db
     assert list(elsewhere.iterdir()) == []
+
+
+async def test_python_dash_m_bruce_cli_is_the_bruce_command(tmp_path):
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bruce.cli", "--help",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=clean_env(), cwd=tmp_path)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    assert "usage: bruce" in out.decode()
