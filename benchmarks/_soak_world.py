@@ -126,11 +126,21 @@ def make_model(log: ModelLog, latency_s: float) -> Any:
 def make_telegram() -> Any:
     """The fake Bot API; it notes each ``getUpdates`` (the daemon polls again) and presses Approve
     on every approval request the moment it is sent, as a quick owner would."""
-    from tests.fakes.telegram_api import FakeTelegramAPI
+    from tests.fakes.telegram_api import ApiError, FakeTelegramAPI
 
     class SoakAPI(FakeTelegramAPI):
-        last_poll = 0.0
-        pressed: set[str] = set()
+        def __init__(self) -> None:
+            super().__init__(TOKEN)
+            self.last_poll = 0.0
+            self.conflicts = 0  # polls ended by another one: two processes poll the bot
+            self.pressed: set[str] = set()
+
+        async def _get_updates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+            try:
+                return await super()._get_updates(params)
+            except ApiError as exc:
+                self.conflicts += exc.status == 409
+                raise
 
         def _record(self, method: str, params: dict[str, Any]) -> None:
             super()._record(method, params)
@@ -149,7 +159,7 @@ def make_telegram() -> Any:
                             0.2, self.push_callback, chat, chat, data, sent["message_id"])
             return sent
 
-    return SoakAPI(TOKEN)
+    return SoakAPI()
 
 
 def write_config(folder: Path, *, db: Path, api_base: str, llm_base: str, users: list[int], shared: Path) -> Path:
@@ -183,9 +193,11 @@ class Daemon:
         self.config, self.name = config, name
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.sdk_loads_before = 0
 
     def start(self) -> None:
         self.starts += 1
+        self.sdk_loads_before = self.log_count("telegram.sdk_ready")
         env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
         log = (self.config.parent / f"{self.name}.log").open("ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "bruce.cli.main", "--config", str(self.config), "run"],
@@ -211,6 +223,10 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 pass
             self.kill()
+
+    def sdk_loaded(self) -> bool:
+        """This start has loaded the Telegram library (it can answer, not only poll)."""
+        return self.log_count("telegram.sdk_ready") > self.sdk_loads_before
 
     def log_count(self, event: str) -> int:
         path = self.config.parent / f"{self.name}.log"
@@ -309,4 +325,5 @@ def tally(api: Any, pushed: list[Pushed], db: Path, shared: Path, model: ModelLo
         "fired_1": sum(fired[name] == 1 for name in reminders),
         "fired_2plus": sum(fired[name] >= 2 for name in reminders),
         "turns_left_running": open_turns(db),
+        "poll_conflicts": int(api.conflicts),
     }
