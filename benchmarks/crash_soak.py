@@ -207,6 +207,7 @@ def goals(one: dict[str, Any], two: dict[str, Any] | None) -> list[tuple[str, bo
          f"{one['out_of_order']} replies, {one['later_replies_in_context']} contexts"),
         ("extra Telegram sends <= 1 per 100 messages", one["extra_sends"] * 100 <= one["messages"],
          f"{one['extra_sends']} for {one['messages']}"),
+        ("0 reminders lost (fired 0 times, nor reported missed)", one["fired_0"] == 0, f"{one['fired_0']}"),
         ("0 doubled reminders", one["fired_2plus"] == 0 and one["reminders_stored_twice"] == 0,
          f"{one['fired_2plus']} fired 2+, {one['reminders_stored_twice']} stored twice"),
         ("0 turns left running", one["turns_left_running"] == 0, f"{one['turns_left_running']}"),
