@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG ?= $(or $(BRUCE_CONFIG),config.yml)
 
-.PHONY: run test install install-test bench clean mutate
+.PHONY: run test install install-test bench soak clean mutate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,12 @@ bench: install-test
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/scheduler_load.py
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/memory_overhead.py
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/send_window.py
+
+# The kill -9 soak (docs/benchmarks.md, "Crash soak"); minutes, so never part of `make test`.
+# A short run:  make soak SOAK_ARGS="--kills 5 --messages 40 --phase2-reminders 12 --phase2-restarts 1"
+SOAK_ARGS ?=
+soak: install-test
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/crash_soak.py $(SOAK_ARGS)
 
 # Mutation testing with mutmut (docs/testing.md); slow, so never part of `make test`.
 # Every module:  make mutate        One module:  make mutate MODULE=bruce.actions.policy
