@@ -173,3 +173,17 @@ async def test_a_process_that_lost_its_lease_stops_firing(app, channel, clock):
     await app.scheduler.wait_idle()
     assert not app.scheduler.running and channel.texts() == []
     await other.close()
+
+
+async def test_a_process_that_lost_a_channel_lease_stops_polling_that_channel(app, channel, clock):
+    assert channel.inbound is not None  # receiving
+    clock.advance(seconds=61)  # this process stalled past its lease's expiry
+    other = Leases(store=app.store.leases, clock=clock)
+    assert await other.take("channel:test") is None  # another process serves the channel now
+    assert await app.leases.renew() == ["channel:test"]
+    for _ in range(50):
+        if channel.inbound is None:
+            break
+        await asyncio.sleep(0.01)
+    assert channel.inbound is None  # this one no longer receives from it
+    await other.close()
