@@ -1,9 +1,9 @@
 """One process per role and database: a lease kept in the database itself.
 
 The scheduler (``scheduler``) and each chat channel's polling (``channel:<name>``) must run in
-one process per database, however its path is spelled: a symlink, a hard link, a bind mount or
-``..`` all reach the same file, and so the same ``leases`` row (``bruce/store/leases.py``). A
-lock file beside the configured path could not promise that: two spellings, two lock files.
+one process per database, however its path is spelled: a symlink, a bind mount or ``..`` all
+reach the same file, and so the same ``leases`` row (``bruce/store/leases.py``). A lock file
+beside the configured path could not promise that: two spellings, two lock files.
 
 A process is one owner id, ``<host>:<pid>:<start>:<random>``. It takes a lease for ``ttl_s`` and renews
 it every ``ttl_s / 4`` while it runs; on a clean stop it releases it. Another process takes a
