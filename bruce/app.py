@@ -12,7 +12,6 @@ import os
 import socket
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import structlog
@@ -36,6 +35,7 @@ from bruce.memory.long_term import Memory, MemorySettings
 from bruce.runtime.access import Access, AccessRule
 from bruce.runtime.control import Control
 from bruce.runtime.daemon import App
+from bruce.runtime.leases import Leases
 from bruce.runtime.outbox import Outbox, OutboxSettings
 from bruce.runtime.recovery import Recovery
 from bruce.runtime.worker import Worker, WorkerSettings
@@ -282,15 +282,16 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
     worker = _worker(config, store, clock, llm, conversations, confirmations, outbox, channels,
                      on_answered=memory.after_message if extract_memory else None)
     scheduler = None
+    leases = Leases(store=store.leases, clock=clock)  # this process's hold on the scheduler and its channels
     if config.scheduler.enabled and fire_jobs:
         s = config.scheduler
         scheduler = Scheduler(store=store, clock=clock, book=jobs, doors=worker, notices=outbox, budget=llm.budget,
-                              settings=SchedulerSettings(misfire_grace_s=s.misfire_grace_s, max_failures=s.max_failures,
-                                                         lock_path=Path(f"{config.storage.path}.scheduler.lock")))
+                              settings=SchedulerSettings(misfire_grace_s=s.misfire_grace_s, max_failures=s.max_failures),
+                              leases=leases)
     mcp = await connect_mcp(config, registry, clock) if config.mcp_servers else None
     control = Control(doors=worker, channels=channels, scheduler=scheduler, mcp=mcp)
     return App(config=config, clock=clock, store=store, llm=llm, registry=registry, worker=worker, outbox=outbox,
-               jobs=jobs, control=control, scheduler=scheduler, channels=channels, memory=memory, mcp=mcp,
+               jobs=jobs, control=control, scheduler=scheduler, channels=channels, memory=memory, mcp=mcp, leases=leases,
                shares_tool_workers=shares_tool_workers, adapters=frozenset(CHANNEL_FACTORIES),
                stop_tools=stop_tool_workers)
 

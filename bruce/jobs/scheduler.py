@@ -25,9 +25,9 @@ nothing stored: the claim is released and the run fires again), then what fell d
 Bruce was down: a one-off within ``misfire_grace_s`` fires once, beyond it is marked ``missed``
 and the user told once; a recurring job fires once for all its missed runs (coalesced).
 
-Only one process runs the scheduler for a database (``<db>.scheduler.lock``, like the channel
-locks); a second one says so and runs without it. The claim makes a double delivery
-impossible even without the lock.
+One process per database runs the scheduler: the holder of its ``scheduler`` lease, kept in the
+database (``bruce.runtime.leases``), so any path to the file finds it. A claim records its process
+and needs the lease; a run left ``running`` is settled only once its claimer is gone.
 """
 
 from __future__ import annotations
@@ -36,27 +36,23 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
 
 from bruce.clock import Clock, parse_iso, utc_iso
-from bruce.contracts import ToolContract
 from bruce.errors import ShuttingDown, StoreError
 from bruce.jobs.book import QUIET_TOKEN, JobBook
 from bruce.jobs.catch_up import CatchUp, Notices, ms
+from bruce.jobs.doors import Doors, no_proactive_tools
 from bruce.jobs.held import record_held
 from bruce.llm.budget import Budget
 from bruce.records import JobRecord, JobRunRecord
-from bruce.runtime.locks import FileLock
+from bruce.runtime.leases import SCHEDULER, Leases, new_owner, owner_alive
 from bruce.store import Store
-from bruce.turns.runner import TurnOutcome
-from bruce.turns.scope import ToolFilter
 from bruce.values import (
-    OWNER,
     ConversationId,
     ExecutionMode,
     JobRunStatus,
@@ -73,37 +69,21 @@ log = structlog.get_logger(__name__)
 EARLY_TOLERANCE = timedelta(milliseconds=500)  # a timer this early still fires (clock granularity)
 
 
-class Doors(Protocol):
-    """What the scheduler may ask of the worker (``bruce.runtime.worker.Worker``), and nothing else."""
-
-    async def post(self, conversation_id: ConversationId, text: str) -> int: ...
-
-    async def run_proactive(self, conversation_id: ConversationId, prompt: str, *, job_id: str | None = None,
-                            tools: ToolFilter | None = None, quiet_token: str | None = None,
-                            owner_text: str | None = None, person: str = OWNER,
-                            tainted: bool = False) -> TurnOutcome: ...
-
-    async def admitted(self, person: str, conversation_id: ConversationId) -> bool: ...
-
-
-def no_proactive_tools(contract: ToolContract) -> bool:
-    """An agent-mode run cannot schedule, change or cancel jobs: no feedback loops."""
-    return not contract.name.startswith("proactive.")
-
-
 @dataclass(frozen=True, slots=True)
 class SchedulerSettings:
     misfire_grace_s: float = 21600.0
     max_failures: int = 3
     sync_interval_s: float = 30.0
-    lock_path: Path | None = None  # None: no lock (tests that run two schedulers on purpose)
 
 
 class Scheduler:
     def __init__(self, *, store: Store, clock: Clock, book: JobBook, doors: Doors, notices: Notices,
-                 settings: SchedulerSettings, budget: Budget | None = None) -> None:
+                 settings: SchedulerSettings, budget: Budget | None = None, leases: Leases | None = None) -> None:
         self._budget = budget
         self._jobs = store.jobs
+        self._lease_store = store.leases
+        self._leases = leases  # None: no lease (tests that run two schedulers on purpose)
+        self._owner = leases.owner if leases is not None else new_owner()  # recorded on each run it claims
         self._clock = clock
         self._book = book
         self._doors = doors
@@ -112,7 +92,6 @@ class Scheduler:
         self._timer: AsyncIOScheduler | None = None
         self._armed: dict[str, str] = {}  # job id -> the next_run_at its timer is set for
         self._firing: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self._lock = FileLock(settings.lock_path) if settings.lock_path is not None else None
         self._sync_task: asyncio.Task[None] | None = None
         self._changes: set[str] = set()
         self._change_task: asyncio.Task[None] | None = None
@@ -122,19 +101,20 @@ class Scheduler:
     # start and stop ----------------------------------------------------------------------
 
     async def start(self) -> bool:
-        """Take the lock, settle what the last process left, catch up, arm every active job.
+        """Take the lease, settle what the last process left, catch up, arm every active job.
         False (and a warning) when another process runs the scheduler for this database."""
-        if not self._take_lock():
+        holder = None if self._leases is None else await self._leases.take(SCHEDULER)  # None: ours now
+        if holder is not None:
             log.warning("scheduler.not_started", reason="another Bruce process runs the scheduler for this database; "
-                        "this one takes over when it stops", lock=str(self._settings.lock_path))
-            self._sync_task = asyncio.create_task(self._wait_for_lock(), name="scheduler.wait_for_lock")
+                        "this one takes over when it stops", holder=holder)
+            self._sync_task = asyncio.create_task(self._wait_for_lease(), name="scheduler.wait_for_lease")
             return False
         await self._begin()
         return True
 
-    async def _wait_for_lock(self) -> None:
-        """A second process: try the lock again every sync interval, and take over once it is free."""
-        while not self._take_lock():
+    async def _wait_for_lease(self) -> None:
+        """A second process: try the lease again every sync interval; take over once its holder is gone."""
+        while self._leases is not None and await self._leases.take(SCHEDULER) is not None:
             await asyncio.sleep(self._settings.sync_interval_s)
         log.info("scheduler.taking_over")
         try:
@@ -162,7 +142,7 @@ class Scheduler:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        for task in (self._sync_task, self._change_task):  # (the sync task may be the wait for the lock)
+        for task in (self._sync_task, self._change_task):  # (the sync task may be the wait for the lease)
             if task is not None:
                 task.cancel()
         await asyncio.gather(*(t for t in (self._sync_task, self._change_task) if t is not None),
@@ -176,18 +156,25 @@ class Scheduler:
         while self._firing:
             await asyncio.gather(*self._firing.values(), return_exceptions=True)
 
-    def release(self) -> None:
-        if self._lock is not None:
-            self._lock.release()
+    async def release(self) -> None:
+        """Give the lease back (a clean stop: the next process takes over at once)."""
+        if self._leases is not None:
+            await self._leases.release(SCHEDULER)
 
-    def _take_lock(self) -> bool:
-        return self._lock is None or self._lock.take()
+    async def _orphaned(self, run: JobRunRecord) -> bool:
+        """A run left ``running`` is settled here only when this process or no live one claimed it."""
+        return run.owner == self._owner or not await owner_alive(self._lease_store, run.owner,
+                                                                  now=utc_iso(self._clock.now()))
 
     # keeping the timer in step with the table -------------------------------------------
 
     async def sync(self) -> None:
         """Arm every active job as the table has it, disarm the rest, fire what is due now."""
         if not self.running:
+            return
+        if self._leases is not None and not self._leases.holds(SCHEDULER):
+            self.running = False  # taken over while this process stalled: the new holder fires now
+            log.error("scheduler.lease_lost", hint="another process runs the scheduler for this database now")
             return
         try:
             if await self._jobs.mark_sent_runs():
@@ -286,7 +273,8 @@ class Scheduler:
                                     flagged=f"paused: {job.person} is no longer admitted here (revoked, not in the "
                                             "config, or the owner's job in a chat the owner does not write in)")
             return
-        run_id = await self._jobs.claim_run(job_id, scheduled_for, lateness_ms=max(ms(lateness), 0))
+        run_id = await self._jobs.claim_run(job_id, scheduled_for, lateness_ms=max(ms(lateness), 0), owner=self._owner,
+                                            lease=SCHEDULER if self._leases is not None else None)
         if run_id is None:
             if again:
                 await self._claimed_before(job, scheduled_for)
@@ -295,7 +283,7 @@ class Scheduler:
         try:
             status, detail = await self._deliver(job, run_id)
         except ShuttingDown:
-            await self._jobs.release_run(run_id)  # nothing was started: it fires at the next start
+            await self._jobs.release_run(run_id, owner=self._owner)  # nothing was started: it fires at the next start
             log.info("scheduler.deferred_until_restart")
             return
         except Exception as exc:
@@ -308,14 +296,14 @@ class Scheduler:
         """The run was claimed already, yet the job still waits for it: an attempt in this
         process failed part-way (the database was locked, say), or another scheduler has it.
         A finished run only moves the job on; a run left ``running`` is settled as at start-up,
-        when this process holds the scheduler lock (it is then no one else's)."""
+        when its claimer is this process or gone (``_orphaned``), never while another lives."""
         run = await self._jobs.run_for(job.id, scheduled_for)
         if run is None:
             return
         if run.status is not JobRunStatus.RUNNING:
             log.info("scheduler.run_finished_before", status=str(run.status))
             await self._advance(job, scheduled_for, run.status, run.error)
-        elif self._lock is not None:
+        elif await self._orphaned(run):
             await self._settle(job, run)
             if await self._jobs.run_for(job.id, scheduled_for) is None:  # released: nothing went out
                 await self._fire(job.id, scheduled_for, again=False)
@@ -402,6 +390,9 @@ class Scheduler:
             job = await self._jobs.get(run.job_id)
             if job is None:
                 continue
+            if not await self._orphaned(run):  # a live process claimed it: its own to finish
+                log.info("scheduler.run_of_live_process_left", job=job.id, owner=run.owner)
+                continue
             with structlog.contextvars.bound_contextvars(job=job.id, scheduled_for=run.scheduled_for):
                 await self._settle(job, run)
 
@@ -409,7 +400,7 @@ class Scheduler:
         if job.execution_mode is ExecutionMode.MESSAGE:
             message_id, text = await self._stored_message(job, run)
             if message_id is None:  # nothing was stored: it was never sent; it fires again
-                await self._jobs.release_run(run.id)
+                await self._jobs.release_run(run.id, owner=run.owner)
                 log.info("scheduler.run_released")
                 return
             status, error = await self._record_sent(run.id, message_id, None, text)
@@ -417,7 +408,7 @@ class Scheduler:
         else:
             turn = await self._jobs.turn_for_job(job.id, run.started_at)
             if turn is None:
-                await self._jobs.release_run(run.id)
+                await self._jobs.release_run(run.id, owner=run.owner)
                 log.info("scheduler.run_released")
                 return
             turn_id, turn_status = turn
@@ -428,7 +419,7 @@ class Scheduler:
                 status, error = JobRunStatus.QUIET, None
                 await self._jobs.finish_run(run.id, status=status, turn_id=turn_id)
             elif await self._jobs.tools_run_in(turn_id) == 0 and reply is None:
-                await self._jobs.release_run(run.id)  # it did nothing yet: run it again
+                await self._jobs.release_run(run.id, owner=run.owner)  # it did nothing yet: run it again
                 log.info("scheduler.run_released")
                 return
             else:  # it may have acted: never run twice; the user was told what completed

@@ -54,6 +54,7 @@ class JobRunRecord:
     delivered_text: str | None
     error: str | None
     lateness_ms: int | None
+    owner: str | None = None  # the process that claimed it (its lease owner id); None: not recorded
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", JobRunStatus(self.status))

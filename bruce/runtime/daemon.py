@@ -8,9 +8,9 @@ drains the turns in flight and closes everything in order. The admin page is ser
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -26,7 +26,7 @@ from bruce.llm.service import LLMService
 from bruce.memory.long_term import Memory
 from bruce.runtime.control import Control, ServerStatus
 from bruce.runtime.event_loop import running_loop_name
-from bruce.runtime.locks import FileLock
+from bruce.runtime.leases import Leases, channel_lease
 from bruce.runtime.outbox import Outbox
 from bruce.runtime.worker import Worker
 from bruce.store import Store
@@ -66,19 +66,32 @@ class App:
     shares_tool_workers: bool = False
     adapters: frozenset[str] = frozenset()  # the chat platforms this build has an adapter for
     stop_tools: Callable[[], None] = lambda: None  # ends the tools' worker processes (calculator, page reader)
+    leases: Leases | None = None  # this process's hold on its channels and the scheduler (one per database)
     _stopped: bool = field(default=False, init=False)
-    _locks: list[FileLock] = field(default_factory=list, init=False)
+    _lost: set[asyncio.Task[None]] = field(default_factory=set, init=False)  # channels stopped on a lost lease
 
-    def _claim_channels(self) -> None:
-        """One process per channel and database: a second `bruce chat` on the same database
-        would answer the same messages and run the same approved actions twice."""
+    async def _claim_channels(self) -> None:
+        """One process per channel and database, however its path is spelled (the lease is in the
+        database): a second `bruce chat` would answer the same messages and run the same approved
+        actions twice, and two pollers of one bot token steal each other's updates."""
+        if self.leases is None:
+            return
         for name in self.channels:
-            lock = FileLock(Path(f"{self.config.storage.path}.{name}.lock"))
-            if not lock.take():
+            holder = await self.leases.take(channel_lease(name))
+            if holder is not None:
                 raise BruceError(
-                    f"another Bruce process is already serving the {name} channel with {self.config.storage.path}; "
-                    "stop it first (one process per channel and database)")
-            self._locks.append(lock)
+                    f"another Bruce process ({holder}) is already serving the {name} channel with the database "
+                    f"{self.config.storage.path}; stop it first (one process per channel and database)")
+        self.leases.subscribe(self._lease_lost)
+
+    def _lease_lost(self, name: str) -> None:
+        """Another process took a lease over while this one stalled: stop what it guarded."""
+        for channel_name, channel in self.channels.items():
+            if channel_lease(channel_name) == name:
+                log.error("app.channel_taken_over", channel=channel_name)
+                task = asyncio.create_task(channel.stop(), name=f"channel.stop:{channel_name}")
+                self._lost.add(task)
+                task.add_done_callback(self._lost.discard)
 
     def warnings(self) -> list[str]:
         """What is missing for Bruce to be useful, each with how to fix it."""
@@ -103,7 +116,7 @@ class App:
     async def start(self) -> None:
         # what the previous run left is everything stored before our channels start receiving;
         # recovery must not touch a message of this run, which its own turn handles
-        self._claim_channels()
+        await self._claim_channels()
         await self.worker.close_interrupted_actions()  # its notices are sent by recover() below
         left_over = await self.worker.queue_left_over()  # answered before any message that arrives from now on
         for channel in self.channels.values():
@@ -178,12 +191,9 @@ class App:
             await self.admin.stop()
         if self.mcp is not None:
             await self.mcp.stop()  # stdio servers' processes end with their links
+        if self.leases is not None:
+            await self.leases.close()  # released: the next process takes over at once
         await self.store.close()
         if not self.shares_tool_workers:
             self.stop_tools()
-        if self.scheduler is not None:
-            self.scheduler.release()
-        for lock in self._locks:
-            lock.release()
-        self._locks.clear()
         log.info("app.stopped")

@@ -2,10 +2,11 @@
 lock shared by ``messages`` (conversations, messages, summaries, turns), ``outbound`` (the
 outbox's rows: outbound messages to send, and how far each got), ``audit`` (llm_calls,
 tool_executions, idempotency keys), ``confirmations``, ``artifacts`` and ``pairing``
-(pairing_requests, paired_users), ``jobs`` (proactive_jobs, job_runs), ``usage`` (sums over
-llm_calls; budget_allowances, budget_notices), ``memory`` (facts, summaries, their search
-index) and ``stats`` (totals across tables, for the metrics). A new concern gets a module here
-and an attribute on ``Store``. The records these hand out are values in ``bruce.records``."""
+(pairing_requests, paired_users), ``jobs`` (proactive_jobs, job_runs), ``leases`` (which process
+holds the scheduler and each channel), ``usage`` (sums over llm_calls; budget_allowances,
+budget_notices), ``memory`` (facts, summaries, their search index) and ``stats`` (totals across
+tables, for the metrics). A new concern gets a module here and an attribute on ``Store``. The
+records these hand out are values in ``bruce.records``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from bruce.store.audit import AuditStore
 from bruce.store.confirmations import ConfirmationStore
 from bruce.store.database import Database
 from bruce.store.jobs import JobStore
+from bruce.store.leases import LeaseStore
 from bruce.store.memory import MemoryStore
 from bruce.store.messages import MessageStore
 from bruce.store.outbound import OutboundStore
@@ -37,6 +39,7 @@ class Store:
         self.artifacts = ArtifactStore(database)
         self.pairing = PairingStore(database)
         self.jobs = JobStore(database)
+        self.leases = LeaseStore(database)
         self.usage = UsageStore(database)
         self.memory = MemoryStore(database)
         self.stats = StatsStore(database)

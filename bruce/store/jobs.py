@@ -2,7 +2,9 @@
 
 A firing is claimed by inserting its ``job_runs`` row, unique on ``(job_id, scheduled_for)``,
 before anything is delivered: whichever process or retry claims a run second gets nothing to
-do, so a run is delivered at most once, even across a crash between sending and marking."""
+do, so a run is delivered at most once, even across a crash between sending and marking. The
+claim records its process (``owner``) and, given a lease, succeeds only while that process holds
+the scheduler; a claim is released only while the owner its releaser saw still has it."""
 
 from __future__ import annotations
 
@@ -113,20 +115,27 @@ class JobStore:
     # runs ---------------------------------------------------------------------------------
 
     async def claim_run(self, job_id: str, scheduled_for: str, *, lateness_ms: int,
-                        status: JobRunStatus = JobRunStatus.RUNNING, error: str | None = None) -> int | None:
-        """The run's id, or None when this ``(job_id, scheduled_for)`` was claimed before."""
+                        status: JobRunStatus = JobRunStatus.RUNNING, error: str | None = None,
+                        owner: str | None = None, lease: str | None = None) -> int | None:
+        """The run's id, or None when this ``(job_id, scheduled_for)`` was claimed before, or when
+        ``owner`` no longer holds the ``lease`` (another process took the scheduler over)."""
         now = self._db.now()
         finished = None if status is JobRunStatus.RUNNING else now
         async with self._db.transaction() as db:
             cur = await db.execute(
-                "INSERT INTO job_runs (job_id, scheduled_for, started_at, finished_at, status, error, lateness_ms)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, scheduled_for) DO NOTHING",
-                (job_id, scheduled_for, now, finished, str(status), error, lateness_ms))
+                "INSERT INTO job_runs (job_id, scheduled_for, started_at, finished_at, status, error, lateness_ms, owner)"
+                " SELECT ?, ?, ?, ?, ?, ?, ?, ?"
+                " WHERE ? IS NULL OR EXISTS (SELECT 1 FROM leases WHERE name = ? AND owner = ?)"
+                " ON CONFLICT (job_id, scheduled_for) DO NOTHING",
+                (job_id, scheduled_for, now, finished, str(status), error, lateness_ms, owner, lease, lease, owner))
             return int(cur.lastrowid) if cur.rowcount == 1 and cur.lastrowid else None
 
-    async def release_run(self, run_id: int) -> None:
-        """Forget a claim that delivered nothing (the daemon was stopping): the run fires again."""
-        await self._db.execute("DELETE FROM job_runs WHERE id = ? AND status = 'running'", (run_id,))
+    async def release_run(self, run_id: int, *, owner: str | None) -> bool:
+        """Forget a claim that delivered nothing (the daemon was stopping, or its process is gone):
+        the run fires again. Only while ``owner`` (the claimer the caller saw) still has it."""
+        _, count = await self._db.execute("DELETE FROM job_runs WHERE id = ? AND status = 'running' AND owner IS ?",
+                                          (run_id, owner))
+        return count == 1
 
     async def due_index(self) -> dict[str, str]:
         """Every active job's next run (job id -> UTC ISO): what the timer must hold."""

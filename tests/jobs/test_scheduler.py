@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from pathlib import Path
 
 from bruce.errors import ChannelSendError
 from bruce.jobs.scheduler import Scheduler, SchedulerSettings
+from bruce.runtime.leases import Leases
 from bruce.store import Store
 from bruce.values import ConversationId, JobRunStatus, JobStatus
 from tests.fakes.llm_server import Step
@@ -151,14 +151,14 @@ async def test_a_second_scheduler_on_the_same_database_waits_and_takes_over_when
     config = make_config()
     other_store = await Store.open(config.storage.path, clock)
     other = Scheduler(store=other_store, clock=clock, book=app.jobs, doors=app.worker, notices=app.outbox,
-                      settings=SchedulerSettings(lock_path=app.scheduler._settings.lock_path, sync_interval_s=0.02))
+                      settings=SchedulerSettings(sync_interval_s=0.02), leases=Leases(store=other_store.leases, clock=clock))
     try:
         assert await other.start() is False
         await asyncio.sleep(0.1)
         assert not other.running
         job = await remind(app, in_seconds=60)
         await app.scheduler.stop()
-        app.scheduler.release()  # the first process went away
+        await app.scheduler.release()  # the first process went away
         for _ in range(200):
             if other.running:
                 break
@@ -171,7 +171,7 @@ async def test_a_second_scheduler_on_the_same_database_waits_and_takes_over_when
         assert (await app.store.jobs.get(job.id)).status is JobStatus.DONE
     finally:
         await other.stop()
-        other.release()
+        await other.release()
         await other_store.close()
 
 
@@ -179,7 +179,7 @@ async def test_two_schedulers_on_one_database_deliver_once_even_without_the_lock
     config = make_config()
     other_store = await Store.open(config.storage.path, clock)
     other = Scheduler(store=other_store, clock=clock, book=app.jobs, doors=app.worker, notices=app.outbox,
-                      settings=SchedulerSettings(lock_path=None))
+                      settings=SchedulerSettings())
     try:
         await other.start()
         await remind(app, in_seconds=60)
@@ -362,19 +362,18 @@ async def test_an_app_that_fires_no_jobs_holds_no_scheduler_lock(make_config, cl
     try:
         assert chat.scheduler is None
         job = (await chat.jobs.create(ConversationId.parse(CID), {"execution_mode": "message", "content": "Call Ana", "in_seconds": 60})).job
-        lock = Path(f"{config.storage.path}.scheduler.lock")
         other_store = await Store.open(config.storage.path, clock)
         daemon = Scheduler(store=other_store, clock=clock, book=chat.jobs, doors=chat.worker, notices=chat.outbox,
-                           settings=SchedulerSettings(lock_path=lock))
+                           settings=SchedulerSettings(), leases=Leases(store=other_store.leases, clock=clock))
         try:
-            assert await daemon.start() is True  # the lock was free: the daemon fires the chat's jobs
+            assert await daemon.start() is True  # the lease was free: the daemon fires the chat's jobs
             clock.advance(seconds=60)
             await daemon.sync()
             await daemon.wait_idle()
             assert channel.texts() == ["Call Ana"] and (await chat.store.jobs.get(job.id)).status is JobStatus.DONE
         finally:
             await daemon.stop()
-            daemon.release()
+            await daemon.release()
             await other_store.close()
     finally:
         await chat.stop()
