@@ -11,6 +11,7 @@ from bruce.runtime.daemon import App
 ADMIN_TOKEN = "a-long-admin-token-0123456789abcdef"  # the ``admin`` fixture's token (tests/conftest.py)
 BEARER = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 from bruce.channel import IncomingMessage
+from bruce.contracts import Risk, ToolContract
 
 
 def incoming(app: App, text: str, *, chat: str = "c1", sender: str = "u1", channel: str = "test",
@@ -39,3 +40,16 @@ def db_rows(path: Path, sql: str, *params: Any) -> list[dict[str, Any]]:
         return [dict(r) for r in con.execute(sql, params)]
     finally:
         con.close()
+
+
+def contract(name: str, risk: Risk = Risk.LOW, **overrides: Any) -> ToolContract:
+    """A test tool's contract: no arguments, reads nothing, with the policy its risk implies; any field overridable."""
+    fields: dict[str, Any] = dict(
+        name=name, description=f"test tool {name}", category="test", risk=risk,
+        input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+        output_schema={"type": "object"}, autonomous=risk in (Risk.LOW, Risk.MEDIUM),
+        confirmation=risk in (Risk.HIGH, Risk.CRITICAL), step_up=risk is Risk.CRITICAL,
+        side_effects="none", audit_event=f"{name}.ran", failure_modes=("error",),
+    )
+    fields.update(overrides)
+    return ToolContract(**fields)

@@ -5,20 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bruce.actions.checks import check_contract
-from bruce.contracts import Risk, ToolContract
-
-
-def contract(name: str, risk: Risk = Risk.LOW, **overrides) -> ToolContract:
-    fields = dict(
-        name=name, description=f"test tool {name}", category="test", risk=risk,
-        input_schema={"type": "object", "properties": {}, "additionalProperties": False},
-        output_schema={"type": "object"}, autonomous=risk in (Risk.LOW, Risk.MEDIUM),
-        confirmation=risk in (Risk.HIGH, Risk.CRITICAL), step_up=risk is Risk.CRITICAL,
-        side_effects="none", audit_event=f"{name}.ran", failure_modes=("error",),
-    )
-    fields.update(overrides)
-    return ToolContract(**fields)
-
+from bruce.contracts import Risk
+from tests.helpers import contract
 
 # every contract problem, word for word (docs/tools.md, "Tool contract") -------------------------
 

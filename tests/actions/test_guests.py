@@ -6,12 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bruce.actions.guests import GuestTools, guest_tool_problems
-from bruce.contracts import Risk, ToolContract
-
-
-def contract(name: str, risk: Risk = Risk.LOW, server: str | None = None) -> ToolContract:
-    return ToolContract(name=name, description="d", category="c", risk=risk, input_schema={"type": "object"},
-                        output_schema={}, autonomous=True, confirmation=False, server=server)
+from bruce.contracts import Risk
+from tests.helpers import contract
 
 
 def test_the_default_patterns_allow_the_everyday_tools_only():

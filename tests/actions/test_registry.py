@@ -8,24 +8,12 @@ import json
 
 import pytest
 
-from bruce.contracts import Risk, ToolCall, ToolContract
+from bruce.contracts import Risk, ToolCall
 from bruce.errors import ContractError, NeedsConfirmation
 from bruce.turns.scope import TurnScope
 from bruce.values import ConversationId
 from tests.fakes.llm_server import Step
-from tests.helpers import rows, say
-
-
-def contract(name: str, risk: Risk = Risk.LOW, **overrides) -> ToolContract:
-    fields = dict(
-        name=name, description=f"test tool {name}", category="test", risk=risk,
-        input_schema={"type": "object", "properties": {}, "additionalProperties": False},
-        output_schema={"type": "object"}, autonomous=risk in (Risk.LOW, Risk.MEDIUM),
-        confirmation=risk in (Risk.HIGH, Risk.CRITICAL), step_up=risk is Risk.CRITICAL,
-        side_effects="none", audit_event=f"{name}.ran", failure_modes=("error",),
-    )
-    fields.update(overrides)
-    return ToolContract(**fields)
+from tests.helpers import contract, rows, say
 
 
 async def explode(args, ctx):
