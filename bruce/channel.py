@@ -17,22 +17,31 @@ outbox sends and counts those pieces instead of ``split_text``'s. A channel whos
 drops a repeated send carrying the same key (Discord's ``nonce`` with ``enforce_nonce``) is a
 ``KeyedChannel``: the outbox sends through its ``*_keyed`` methods with a key made from the
 outbound row and the piece, the same after a restart, so a resend after a crash is not doubled.
+
+Media: a message may carry ``attachments`` (voice notes, photos, documents, or an ``OTHER``
+such as a sticker), each described by the channel (kind, MIME type, size, name) with a ``ref``
+the channel can fetch the bytes from later, even after a restart (a Telegram ``file_id``, a
+Discord attachment URL, a web chat upload's id). A channel that can fetch them is a
+``MediaChannel``; the core decides what to do with each (``bruce.media``) and fetches only
+what it will use, never more than ``max_bytes``. An album (several photos sent together) is
+one message with several attachments.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from bruce.errors import ChannelSendError
+from bruce.errors import ChannelSendError, MediaFetchError
 from bruce.turns.progress import ProgressSink
-from bruce.values import ConversationId, DecisionOutcome
+from bruce.values import AttachmentKind, ConversationId, DecisionOutcome
 
 __all__ = [
+    "Attachment",
     "IncomingMessage",
     "ConfirmationRequest",
     "DecisionReport",
@@ -45,9 +54,35 @@ __all__ = [
     "ProgressChannel",
     "SplittingChannel",
     "KeyedChannel",
+    "MediaChannel",
     "ChannelSendError",
+    "MediaFetchError",
     "split_text",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """One file or item sent with a message, as the platform described it (nothing fetched yet)."""
+
+    kind: AttachmentKind
+    ref: str  # what the channel fetches the bytes with (``MediaChannel.fetch``); survives a restart
+    mime: str | None = None  # e.g. "audio/ogg", "image/jpeg", "application/pdf"; None: not given
+    size: int | None = None  # bytes, as the platform reports it; None: unknown (checked while fetching)
+    name: str | None = None  # the file name, when there is one ("receipt.jpg")
+    duration_s: float | None = None  # a voice note's or audio file's length, when the platform says
+    transcript: str | None = None  # the platform's own transcript (Telegram Premium); no call is made
+    label: str | None = None  # what an OTHER is, in a word or two: "sticker", "video", "location"
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (the ``messages.attachments`` column holds a list of these)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        return {**data, "kind": str(self.kind)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Attachment:
+        known = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        return cls(**{**known, "kind": AttachmentKind(data["kind"])})
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +95,7 @@ class IncomingMessage:
     timestamp: datetime
     private: bool = True  # a one-to-one chat; False in a group: a stranger there is never answered
     sender_name: str | None = None  # the platform's display name, shown to the owner in `bruce pairing list`
+    attachments: tuple[Attachment, ...] = ()  # voice notes, photos, files sent with it; ``text`` is their caption
 
     @property
     def conversation_id(self) -> ConversationId:
@@ -196,6 +232,16 @@ class KeyedChannel(Protocol):
     async def send_confirmation_keyed(self, chat_id: str, request: ConfirmationRequest, *, key: str) -> None: ...
 
     async def send_file_keyed(self, chat_id: str, path: Path, caption: str | None, *, key: str) -> None: ...
+
+
+@runtime_checkable
+class MediaChannel(Protocol):
+    """Optional: a channel whose messages may carry attachments, and that fetches their bytes."""
+
+    async def fetch(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        """The attachment's bytes. Raise ``MediaFetchError`` (a clear reason) when it is gone,
+        larger than ``max_bytes`` (stop reading there), or the platform fails or does not answer."""
+        ...
 
 
 def split_text(text: str, limit: int) -> list[str]:

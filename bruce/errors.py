@@ -12,7 +12,9 @@ BruceError
 │   ├── LLMCallFailed      one attempt failed (inside llm.py: retried, then a fallback)
 │   └── LLMUnavailable     every model (primary and fallbacks) failed
 ├── ChannelError           a chat platform failed
-│   └── ChannelSendError   a send failed; ``retryable`` and ``retry_after`` tell the outbox what to do
+│   ├── ChannelSendError   a send failed; ``retryable`` and ``retry_after`` tell the outbox what to do
+│   └── MediaFetchError    an attachment's bytes could not be fetched (gone, too large, timed out)
+├── MediaError             an attachment could not be used (damaged, empty, no text layer); says why
 └── ToolError              raised by tool handlers; turned into a result for the model
     ├── ToolInputInvalid   the arguments do not fit the tool's input schema
     ├── ToolFailed         the tool ran and failed in a way it can explain
@@ -41,6 +43,8 @@ __all__ = [
     "OverBudget",
     "ChannelError",
     "ChannelSendError",
+    "MediaFetchError",
+    "MediaError",
     "ToolError",
     "ToolInputInvalid",
     "ToolFailed",
@@ -163,3 +167,12 @@ class ChannelSendError(ChannelError):
         self.retryable = retryable
         self.retry_after = retry_after
         super().__init__(reason)
+
+
+class MediaFetchError(ChannelError):
+    """A channel could not fetch an attachment's bytes; the message says why, for the user."""
+
+
+class MediaError(BruceError):
+    """An attachment cannot be used as sent (a damaged voice note, a PDF that is not one, an
+    empty file, a scan with no text); the message is the user's clear reply."""

@@ -12,6 +12,8 @@ __all__ = [
     "guest_person",
     "is_owner",
     "ExecutionMode",
+    "AttachmentKind",
+    "LLMCallKind",
     "Notify",
     "FactType",
     "FactStatus",
@@ -169,6 +171,21 @@ class ToolStatus(StrEnum):
     AWAITING_CONFIRMATION = "awaiting_confirmation"
     SKIPPED = "skipped"  # needs approval, but the turn has nobody to ask (a proactive turn)
     CACHED = "cached"  # audit only: a read tool answered from the cache (the model sees an ok result)
+
+
+class AttachmentKind(StrEnum):
+    """What a file or item sent with a chat message is, as the core treats it."""
+
+    VOICE = "voice"  # a voice note: transcribed into the message text
+    AUDIO = "audio"  # an audio file: transcribed too
+    IMAGE = "image"  # a photo: shown to the model in the turn it arrived in
+    DOCUMENT = "document"  # a file: PDF, .txt, .md and .csv are read; untrusted text
+    OTHER = "other"  # a sticker, video, location…: answered with a clear reply, no model call
+
+
+class LLMCallKind(StrEnum):
+    CHAT = "chat"  # a completion (answers, summaries, memory)
+    TRANSCRIPTION = "transcription"  # a voice note or audio file turned into text
 
 
 class LLMCallStatus(StrEnum):

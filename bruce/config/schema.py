@@ -26,7 +26,7 @@ __all__ = [
     "Config", "AssistantConfig", "LLMConfig", "ModelEndpoint", "StorageConfig", "ChannelSection",
     "ChannelsConfig", "TelegramConfig", "DiscordConfig", "AdminConfig", "ToolsConfig", "ToolOverride",
     "WebToolsConfig", "LimitsConfig", "LoggingConfig", "ConsoleConfig", "EvalConfig", "MCPServerConfig",
-    "MAX_MESSAGE_CHARS", "PeopleConfig", "AccessConfig",
+    "MAX_MESSAGE_CHARS", "PeopleConfig", "AccessConfig", "MediaConfig", "MemoryConfig",
 ]
 
 
@@ -331,6 +331,23 @@ class MemoryConfig(_Model):
     model: str | None = None  # null: llm.summary_model, else the chat model
 
 
+class MediaConfig(_Model):
+    """Voice notes, photos and documents sent in chat (docs/media.md)."""
+
+    enabled: bool = True  # false: every attachment gets a clear "not read" reply, with no download and no call
+    transcription_model: str | None = None  # e.g. openai/whisper-1, groq/whisper-large-v3; null: voice is not heard
+    api_base: str | None = None  # null: llm.api_base
+    api_key: SecretStr | None = None  # null: llm.api_key
+    max_voice_s: int = Field(300, ge=1, le=7200)  # a longer voice note or audio file is refused before any call
+    max_file_mb: float = Field(20, gt=0, le=2000)  # a larger file is refused before any download
+    keep_days: int = Field(30, ge=1, le=3650)  # photos are kept under the data folder this long
+    max_document_chars: int = Field(20000, ge=500, le=1_000_000)  # a document's text is cut here, with a note
+    fetch_timeout_s: float = Field(60.0, gt=0, le=3600)  # a download taking longer is given up, with a reply
+    vision: bool | None = None  # null: litellm's capability data for llm.model decides; true/false: you do
+
+    _blank = field_validator("api_base", "api_key", "transcription_model", mode="before")(blank_to_none)
+
+
 class MCPServeConfig(_Model):
     """``bruce mcp serve``: Bruce's own tools for another MCP client."""
 
@@ -364,6 +381,7 @@ class Config(_Model):
     scheduler: SchedulerConfig = SchedulerConfig()
     limits: LimitsConfig = LimitsConfig()
     memory: MemoryConfig = MemoryConfig()
+    media: MediaConfig = MediaConfig()
     mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=dict)
     mcp_serve: MCPServeConfig = MCPServeConfig()
     eval: EvalConfig = EvalConfig()

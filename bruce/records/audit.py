@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bruce.values import ConfirmationState, LLMCallStatus, PairingState, ToolStatus, TurnSource
+from bruce.values import ConfirmationState, LLMCallKind, LLMCallStatus, PairingState, ToolStatus, TurnSource
 
 __all__ = [
     "LLMCallRecord",
@@ -30,6 +30,7 @@ class LLMCallRecord:
     completion_tokens: int | None = None
     cost_usd: float | None = None
     error: str | None = None
+    kind: LLMCallKind = LLMCallKind.CHAT  # a completion, or a voice note's transcription
 
 
 @dataclass(frozen=True, slots=True)

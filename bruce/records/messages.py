@@ -28,6 +28,7 @@ class StoredMessage:
     retry_at: str | None = None
     payload_kind: PayloadKind = PayloadKind.TEXT  # what the outbox sends: the text, a confirmation, a file
     payload: str | None = None  # JSON for a confirmation or a file
+    attachments: str | None = None  # inbound: JSON list of the attachments it carried (``bruce.media``); None: text only
 
     def __post_init__(self) -> None:  # the database hands out plain strings
         object.__setattr__(self, "direction", Direction(self.direction))

@@ -13,6 +13,7 @@ the scheduler uses (``run_proactive``, ``post``), and the owner's ``Control`` de
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -104,7 +105,7 @@ class Worker:
         conversation = message.conversation_id
         cid = str(conversation)  # the store's and the log's form
         await self._store.messages.ensure_conversation(cid, conversation.channel, conversation.chat_id)
-        if not message.text.strip():
+        if not message.text.strip() and not message.attachments:
             return None
         limit = self._settings.max_message_chars
         if len(message.text) > limit:
@@ -118,6 +119,7 @@ class Worker:
             cid, sender_id=message.sender_id, text=message.text, platform_message_id=message.platform_message_id,
             received_at=utc_iso(message.timestamp),
             status=MessageStatus.PENDING if admission is None or admission.admitted else MessageStatus.RATE_LIMITED,
+            attachments=json.dumps([a.to_json() for a in message.attachments]) if message.attachments else None,
         )
         if not is_new:
             if admission is not None and self._limiter is not None:

@@ -3,7 +3,7 @@ lock shared by ``messages`` (conversations, messages, summaries, turns), ``outbo
 outbox's rows: outbound messages to send, and how far each got), ``audit`` (llm_calls,
 tool_executions, idempotency keys), ``confirmations``, ``artifacts`` and ``pairing``
 (pairing_requests, paired_users), ``jobs`` (proactive_jobs, job_runs), ``leases`` (which process
-holds the scheduler and each channel), ``usage`` (sums over llm_calls; budget_allowances,
+holds the scheduler and each channel), ``media`` (what was made of a message's attachments), ``usage`` (sums over llm_calls; budget_allowances,
 budget_notices), ``memory`` (facts, summaries, their search index) and ``stats`` (totals across
 tables, for the metrics). A new concern gets a module here and an attribute on ``Store``. The
 records these hand out are values in ``bruce.records``."""
@@ -19,6 +19,7 @@ from bruce.store.confirmations import ConfirmationStore
 from bruce.store.database import Database
 from bruce.store.jobs import JobStore
 from bruce.store.leases import LeaseStore
+from bruce.store.media import MediaStore
 from bruce.store.memory import MemoryStore
 from bruce.store.messages import MessageStore
 from bruce.store.outbound import OutboundStore
@@ -40,6 +41,7 @@ class Store:
         self.pairing = PairingStore(database)
         self.jobs = JobStore(database)
         self.leases = LeaseStore(database)
+        self.media = MediaStore(database)
         self.usage = UsageStore(database)
         self.memory = MemoryStore(database)
         self.stats = StatsStore(database)

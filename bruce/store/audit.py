@@ -40,9 +40,9 @@ class AuditStore:
     async def record_llm_call(self, call: LLMCallRecord) -> None:
         await self._db.execute(
             "INSERT INTO llm_calls (turn_id, seq, model, status, latency_ms, prompt_tokens,"
-            " completion_tokens, cost_usd, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " completion_tokens, cost_usd, error, created_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (call.turn_id, call.seq, call.model, str(call.status), round(call.latency_ms, 3), call.prompt_tokens,
-             call.completion_tokens, call.cost_usd, call.error, self._db.now()),
+             call.completion_tokens, call.cost_usd, call.error, self._db.now(), str(call.kind)),
         )
 
     async def record_start(self, start: ToolStart) -> int:

@@ -12,7 +12,7 @@ __all__ = ["MESSAGE_COLUMNS", "close_inbound", "in_conversation", "session_start
 
 MESSAGE_COLUMNS = (
     "id, conversation_id, direction, role, kind, sender_id, text, platform_message_id, status, created_at,"
-    " turn_id, parts_sent, send_attempts, send_error, retry_at, payload_kind, payload"
+    " turn_id, parts_sent, send_attempts, send_error, retry_at, payload_kind, payload, attachments"
 )
 
 

@@ -87,15 +87,17 @@ class MessageStore:
     async def add_inbound(
         self, conversation_id: str, *, sender_id: str, text: str, platform_message_id: str | None,
         received_at: str | None = None, status: MessageStatus = MessageStatus.PENDING,
+        attachments: str | None = None,
     ) -> tuple[int, bool]:
-        """Store a user's message as pending (or ``rate_limited``: never answered). Returns (id,
-        is_new); a redelivered platform message id returns the stored row instead of a duplicate."""
+        """Store a user's message as pending (or ``rate_limited``: never answered), with the JSON
+        list of its ``attachments`` (None: text only). Returns (id, is_new); a redelivered platform
+        message id returns the stored row instead of a duplicate."""
         now = self._db.now()
         new_id, inserted = await self._db.execute(
             "INSERT OR IGNORE INTO messages (conversation_id, direction, role, sender_id, text,"
-            " platform_message_id, status, created_at, updated_at)"
-            " VALUES (?, 'in', 'user', ?, ?, ?, ?, ?, ?)",
-            (conversation_id, sender_id, text, platform_message_id, str(status), received_at or now, now),
+            " platform_message_id, status, created_at, updated_at, attachments)"
+            " VALUES (?, 'in', 'user', ?, ?, ?, ?, ?, ?, ?)",
+            (conversation_id, sender_id, text, platform_message_id, str(status), received_at or now, now, attachments),
         )
         if inserted:
             return new_id, True
