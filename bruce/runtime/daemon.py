@@ -135,12 +135,12 @@ class App:
     async def start_admin(self) -> str | None:
         """Serve the admin page on ``admin.host:port`` (``bruce run`` only); its URL, or None when
         ``admin.enabled`` is false. Raises ConfigError on a host beyond loopback without a token."""
+        a = self.config.admin
+        if not a.enabled:
+            return None  # and the page's modules (aiohttp's web server, Jinja, prometheus_client) stay unloaded
         from bruce.admin import AdminServer
         from bruce.admin.auth import resolve_token
 
-        a = self.config.admin
-        if not a.enabled:
-            return None
         token, generated = resolve_token(a.token.get_secret_value() if a.token else None, host=a.host,
                                          data_dir=self.config.storage.path.parent)
         if generated is not None:
