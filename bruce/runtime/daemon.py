@@ -67,6 +67,8 @@ class App:
     adapters: frozenset[str] = frozenset()  # the chat platforms this build has an adapter for
     stop_tools: Callable[[], None] = lambda: None  # ends the tools' worker processes (calculator, page reader)
     leases: Leases | None = None  # this process's hold on its channels and the scheduler (one per database)
+    # False while ``bruce run`` loads the model client and its channels do not read yet: /healthz says "starting"
+    ready: bool = True
     _stopped: bool = field(default=False, init=False)
     _lost: set[asyncio.Task[None]] = field(default_factory=set, init=False)  # channels stopped on a lost lease
 
@@ -164,6 +166,8 @@ class App:
         received = self.control.health()
         found: dict[str, Any] = {"scheduler": scheduler,
                                  "channels": {name: {"last_receive": received.get(name)} for name in self.channels}}
+        if not self.ready:
+            found["status"] = "starting"  # 503 until it can answer
         if self.mcp is not None:
             found["mcp"] = {s["server"]: s["state"] for s in self.mcp.status()}
         return found
