@@ -50,8 +50,9 @@ if str(ROOT) not in sys.path:
 
 RECORDED = ROOT / "benchmarks" / "footprint.json"
 GROWTH = 1.10  # idle VmRSS above the recorded figure times this fails --check
-DEPENDENCIES = ("aiogram", "litellm", "discord", "mcp", "uvicorn", "trafilatura", "jinja2", "prometheus_client",
-                "apscheduler", "aiohttp", "pydantic", "openai")
+# imported alone; "channels.telegram.bot" is aiogram as Bruce imports it (its types deferred)
+DEPENDENCIES = ("aiogram", "channels.telegram.bot", "litellm", "discord", "mcp", "uvicorn", "trafilatura", "jinja2",
+                "prometheus_client", "apscheduler", "aiohttp", "pydantic", "openai", "bruce.admin")
 OPTIONAL = ("aiogram", "litellm", "discord", "mcp", "uvicorn", "trafilatura", "jinja2", "prometheus_client",
             "apscheduler", "bruce.eval", "openai", "tiktoken")
 USERS = list(range(1000, 1051))
@@ -97,7 +98,7 @@ def imports_table(folder: Path) -> list[dict[str, Any]]:
     config = _config("default", folder / "imports", tg="http://127.0.0.1:9", llm="http://127.0.0.1:9/v1")
     done = subprocess.run([sys.executable, "-c", _BUILD_APP, json.dumps(config), json.dumps(OPTIONAL)],
                           capture_output=True, text=True, env=_env(), cwd=ROOT, check=True)
-    rows.append({"import": "build_app (default config + Telegram)", **json.loads(done.stdout.splitlines()[-1])})
+    rows.append({"import": "build_app (default config + Telegram): VmRSS", **json.loads(done.stdout.splitlines()[-1])})
     return rows
 
 

@@ -15,7 +15,7 @@ so the first update costs nothing more and an annotation aiogram could not resol
 at start-up. Anything unexpected (an aiogram that no longer has the loop, or no
 ``TelegramObject``) leaves aiogram as it is: everything built at import, as before.
 
-Checked against aiogram 3.22–3.31 (pyproject pins ``<3.32``; tests/channels/telegram/
+Checked against aiogram 3.31 (pyproject pins ``>=3.31,<3.32``; tests/channels/telegram/
 test_deferred_types.py fails if a new minor changes what this depends on).
 """
 
