@@ -325,7 +325,8 @@ def main() -> int:
     report = {"load_average": [round(x, 2) for x in load], "configs": results}
     print(json.dumps(report, indent=1) if args.json else "\n".join(
         f"{name:11s} " + "  ".join(f"{k}={v}" for k, v in found.items()) for name, found in results.items()))
-    print(f"load average at the start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    if not args.json:
+        print(f"load average at the start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if args.record:
         RECORDED.write_text(json.dumps({name: {"idle_rss_mib": found["idle_rss_mib"],
                                                "peak_rss_mib": found["peak_rss_mib"]}
