@@ -30,6 +30,10 @@ passed on, without the mention. ``/id`` answers anyone in a private chat (a stra
 minute); in a group, a sender outside ``allowed_users`` gets no answer to ``/id``, ``/start`` or
 ``/help``.
 
+Media (``media.py``): voice notes, audio files, photos (the largest size) and files reach the
+core as attachments with their caption as the text; an album is one message; a sticker, video,
+location and the like is an ``OTHER`` the core answers.
+
 While a turn runs: ``typing`` every 4 s; in private chats the progress events are shown as a
 ``sendMessageDraft`` draft (tool steps, then the answer as it streams), at most one draft a
 second, and typing alone if the server refuses drafts (for every chat when it does not know
@@ -100,9 +104,10 @@ class TelegramChannel:
         self._username = ""
         self._updates = UpdateHandler(section, clock=clock, assistant_name=assistant_name, bot=self._bot)
         self._poller = Poller(self._api, poll_timeout_s=section.poll_timeout_s, clock=clock, connect=self._reconnect,
-                              bot=self._bot, handle=self._updates.handle, received=self._received)
+                              bot=self._bot, handle=self._updates.handle, handle_album=self._updates.handle_album,
+                              received=self._received)
         self._webhook = WebhookServer(self._api, section.webhook, bot=self._bot, handle=self._updates.handle,
-                                      received=self._received)
+                                      handle_album=self._updates.handle_album, received=self._received)
         self._drafts_refused = False
         self.last_receive: datetime | None = None  # the last getUpdates (or webhook call) that completed
 
