@@ -190,3 +190,16 @@ async def test_a_hanging_download_gives_up_after_the_channels_fetch_time_out(cha
     with pytest.raises(MediaFetchError, match="took longer than 0.5 s"):
         await telegram.fetch(message.attachments[0], max_bytes=MB)
     assert len(api.downloads) == 1
+
+
+async def test_an_album_posted_to_the_webhook_is_one_message(channel, api):
+    telegram, core = await channel(mode="webhook", webhook={"url": "https://bruce.example.org/tg",
+                                                            "secret_token": "s3cret-token", "port": 0})
+    api.webhook["url"] = f"http://127.0.0.1:{telegram.webhook_port}/telegram/webhook"
+    api.push_album(OWNER, OWNER, [api.photo((1280, 960, jpeg(n))) for n in (1, 2)], caption="two")
+    items = list(api.pending_updates)
+    answers = await asyncio.gather(*(api.deliver_webhook({"message": item["message"]}) for item in items))
+    assert [status for status, _ in answers] == [200, 200]
+    [album] = core.delivered
+    assert (album.text, [a.name for a in album.attachments]) == ("two", ["photo-1.jpg", "photo-2.jpg"])
+    assert await telegram.fetch(album.attachments[1], max_bytes=MB) == jpeg(2)
