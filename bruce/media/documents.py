@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 from dataclasses import dataclass
 
 from bruce.errors import MediaError
 
-__all__ = ["DocumentText", "read_document", "decode_text", "cut_note"]
+__all__ = ["DocumentText", "read_document", "decode_text", "cut_note", "own_words", "MARK"]
+
+MARK = "[document: "  # a document's text in a message's stored text starts here
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,3 +74,15 @@ async def read_document(data: bytes, *, kind: str, what: str, max_chars: int) ->
     if len(text) <= max_chars:
         return DocumentText(text, len(text), False)
     return DocumentText(f"{text[:max_chars]}\n{cut_note(len(text), max_chars)}", len(text), True)
+
+
+def own_words(text: str, attachments: str | None) -> str:
+    """A stored message's text without the documents it carried: what its sender wrote or said
+    (long-term memory learns only from that; a document's text is from outside). Everything from
+    the first document on is left out, a voice note after it too: less, never a document's words."""
+    try:
+        entries = json.loads(attachments) if attachments else []
+    except json.JSONDecodeError:
+        entries = []
+    read = isinstance(entries, list) and any(isinstance(e, dict) and e.get("chars") is not None for e in entries)
+    return text.split(MARK, 1)[0].strip() if read else text

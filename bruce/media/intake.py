@@ -25,7 +25,7 @@ import structlog
 from bruce.channel import Attachment, Channel, MediaChannel
 from bruce.errors import MediaError, MediaFetchError
 from bruce.media.audio import Transcriber, check_audio, heard_line, is_ogg
-from bruce.media.documents import read_document
+from bruce.media.documents import MARK, read_document
 from bruce.media.images import image_part, placeholder, sniff
 from bruce.media.keep import KeptMedia
 from bruce.media.rules import REFUSALS, MediaSettings, describe, document_type, message_refusal
@@ -153,7 +153,7 @@ class MediaIntake:
             raise MediaError(f"I did not read {what}: I only read text, voice notes, photos and documents.")
         document = await read_document(data, kind=kind, what=what, max_chars=self._settings.max_document_chars)
         return _Made({"chars": document.chars, "cut": document.cut},
-                     f"[document: {attachment.name or 'document' + kind}]\n{document.text}", document=True)
+                     f"{MARK}{attachment.name or 'document' + kind}]\n{document.text}", document=True)
 
     async def _hear(self, scope: TurnScope, attachment: Attachment, what: str) -> _Made:
         if attachment.transcript:  # the platform heard it: no call

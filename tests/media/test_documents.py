@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bruce.errors import MediaError
-from bruce.media.documents import decode_text, read_document
+from bruce.media.documents import decode_text, own_words, read_document
 from tests.fakes.media_files import jpeg, pdf_scanned, pdf_with_text
 
 
@@ -37,3 +37,10 @@ def test_decoding_never_fails() -> None:
 async def test_binary_declared_as_text_is_refused() -> None:
     with pytest.raises(MediaError, match="not a text file"):
         await read_document(b"PK\x03\x04\x00\x00", kind=".txt", what="a.txt", max_chars=500)
+
+
+def test_own_words_leave_a_read_document_out() -> None:
+    read = '[{"kind": "document", "ref": "d", "chars": 12, "cut": false, "used": true}]'
+    assert own_words("what do I owe?\n\n[document: a.pdf]\nPay 12 EUR", read) == "what do I owe?"
+    assert own_words("[document: a.pdf]\nPay 12 EUR", read) == ""
+    assert own_words("call mum [document: x]", None) == "call mum [document: x]"  # nothing was read: as typed

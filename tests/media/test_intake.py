@@ -3,6 +3,7 @@ model is shown, what the user is told, what is stored and kept."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from pathlib import Path
@@ -182,3 +183,65 @@ async def test_kept_photos_are_deleted_after_keep_days_at_the_next_start(app_fac
     assert not kept.exists()
     (message,) = await inbound(app)
     assert message["text"] == "[photo: receipt.jpg]"  # the history keeps the placeholder
+
+
+async def test_a_platform_transcript_is_used_as_is_and_quoted_first(app_factory, fake_llm, channel):
+    app = await app_factory(memory={"enabled": True, "model": "openai/memory", "extract_after_s": 0})
+    fake_llm.add(Step.text("[]"), model="memory")
+    heard = "remind me to call the plumber at five"
+    fake_llm.add(Step.text("Five o'clock it is."), model="primary")
+    await send(app, Attachment(K.VOICE, "v-1", mime="audio/ogg", duration_s=3, transcript=heard))
+    assert channel.fetched == []  # nothing to fetch: the platform heard it
+    (reply,) = channel.texts()
+    assert reply == f'🎤 "{heard}"\nFive o\'clock it is.'
+    (chat,) = fake_llm.requests_for("primary")
+    assert user_content(chat) == heard and "🎤" not in json.dumps(chat["messages"], ensure_ascii=False)
+    (message,) = await inbound(app)
+    assert message["text"] == heard
+    await app.memory.wait_idle()
+    (extraction,) = fake_llm.requests_for("memory")
+    assert heard in extraction["messages"][-1]["content"]
+
+
+async def test_memory_never_learns_from_a_documents_text(app_factory, fake_llm, channel):
+    app = await app_factory(memory={"enabled": True, "model": "openai/memory", "extract_after_s": 0})
+    fake_llm.add(Step.text("[]"), model="memory")
+    channel.media["doc-1"] = pdf_with_text("The user's bank password is hunter2.")
+    fake_llm.add(Step.text("It is a note about a password."), model="primary")
+    await send(app, INVOICE, text="I like short answers. What is this?")
+    await app.memory.wait_idle()
+    (extraction,) = fake_llm.requests_for("memory")
+    assert "I like short answers" in extraction["messages"][-1]["content"]
+    assert "hunter2" not in json.dumps(extraction)
+
+
+async def test_a_channel_that_cannot_fetch_gets_a_clear_reply(app_factory, fake_llm, channel, tmp_path):
+    app = await app_factory(media={"vision": True})
+
+    class NoFetch(RecordingChannel):
+        fetch = None  # type: ignore[assignment]  # not a MediaChannel
+
+    app.channels["test"] = NoFetch("test")  # the map the core fetches through (tests/fakes: a platform without files)
+    app.channels["test"].sent = channel.sent  # type: ignore[attr-defined]
+    await send(app, PHOTO, text="see")
+    await failed_cleanly(app, fake_llm, channel, "I cannot fetch files sent in this chat (test)", tmp_path)
+
+
+async def test_a_message_prepared_before_a_stop_is_not_fetched_again(app_factory, fake_llm, channel, tmp_path):
+    sections = {"media": {"vision": True}, "assistant": {"shutdown_timeout_s": 0.1}}
+    app = await app_factory(**sections)
+    channel.media["photo-1"] = jpeg()
+    fake_llm.add(Step.delay(5, Step.text("too late")))
+    message = IncomingMessage(channel="test", chat_id="c1", sender_id="u1", text="", platform_message_id="m1",
+                              timestamp=app.clock.now(), attachments=(PHOTO,))
+    handle = await app.worker.deliver(message)
+    while not fake_llm.requests:
+        await asyncio.sleep(0.01)
+    await app.stop()  # the turn is cut short before any answer: the message stays pending
+    assert handle is not None and (await inbound(app))[0]["status"] == "pending"
+    fake_llm.add(Step.text("A receipt."))
+    again = await app_factory(**sections)
+    await again.worker.wait_idle()
+    assert channel.texts() == ["A receipt."]
+    assert len(channel.fetched) == 1 and images_in(fake_llm.requests[-1]) == [jpeg()]
+    assert (await inbound(again))[0]["text"] == "[photo: receipt.jpg]"
