@@ -28,7 +28,7 @@ from bruce.media.audio import Transcriber, check_audio, heard_line, is_ogg
 from bruce.media.documents import MARK, read_document
 from bruce.media.images import image_part, placeholder, sniff
 from bruce.media.keep import KeptMedia
-from bruce.media.rules import REFUSALS, MediaSettings, describe, document_type, message_refusal
+from bruce.media.rules import REFUSALS, MediaSettings, describe, document_type, message_refusal, refusal
 from bruce.records import StoredMessage
 from bruce.store import Store
 from bruce.turns.scope import TurnScope
@@ -93,12 +93,15 @@ class MediaIntake:
         if any(e.get("used") for e in entries):
             return None
         attachments = [Attachment.from_json(e) for e in entries]
-        reason = message_refusal(attachments, self._settings, hears=self._transcriber is not None,
-                                 sees=self._sees_images())
+        hears, sees = self._transcriber is not None, self._sees_images()
+        reason = message_refusal(attachments, self._settings, hears=hears, sees=sees)
         if reason is not None:
             log.info("media.refused", kinds=[str(a.kind) for a in attachments])
+            why = [("media.enabled is false" if not self._settings.enabled else
+                    refusal(a, self._settings, hears=hears, sees=sees) or "not read: another attachment was refused")
+                   for a in attachments]
             await self._store.media.set_media(inbound.id, text=inbound.text, attachments=json.dumps(
-                [{**e, "error": "refused"} for e in entries]))
+                [{**e, "error": w} for e, w in zip(entries, why, strict=True)]))
         return reason
 
     async def prepare(self, scope: TurnScope, inbound: StoredMessage) -> Prepared:

@@ -129,6 +129,9 @@ async def test_an_album_with_one_refused_part_is_not_read_at_all(media_app, fake
     (reply,) = channel.texts()
     assert "plan.docx" in reply and "1 of its 2" in reply
     assert fake_llm.requests == [] and channel.fetched == []
+    (message,) = await inbound(media_app)
+    assert [e["error"] for e in json.loads(message["attachments"])] == [
+        "not read: another attachment was refused", "I read PDF, .txt, .md and .csv documents, not .docx files"]
 
 
 async def failed_cleanly(app: App, fake_llm: FakeLLMServer, channel: RecordingChannel, words: str,
