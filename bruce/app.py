@@ -8,6 +8,7 @@ section with no factory is reported, not silently ignored.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -29,7 +30,9 @@ from bruce.jobs.book import JobBook
 from bruce.jobs.scheduler import Scheduler, SchedulerSettings
 from bruce.limits import RateLimiter
 from bruce.llm.budget import Budget
+from bruce.llm.capabilities import supports_vision
 from bruce.llm.service import LLMService
+from bruce.llm.transcription import Transcription
 from bruce.log import Redactor
 from bruce.media.intake import MediaIntake
 from bruce.media.keep import KeptMedia
@@ -282,7 +285,7 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
         send_retries=c.send_retries, backoff_s=c.send_backoff_s, resend_interval_s=c.resend_interval_s,
         resend_max_age_s=c.resend_max_age_s))
     kept = KeptMedia(data_dir=config.storage.path.parent, clock=clock, keep_days=config.media.keep_days)
-    media = _media(config, store, channels, kept)
+    media = _media(config, store, channels, kept, clock, llm.budget, environ)
     conversations = _conversations(config, store, clock, llm, registry, confirmations, outbox, channels, memory,
                                    media)
     worker = _worker(config, store, clock, llm, conversations, confirmations, outbox, channels,
@@ -311,12 +314,17 @@ def _memory(config: Config, store: Store, llm: LLMService, clock: Clock) -> Memo
         model=m.model or config.llm.summary_model))
 
 
-def _media(config: Config, store: Store, channels: Mapping[str, Channel], kept: KeptMedia) -> MediaIntake:
-    """Voice notes, photos and documents (docs/media.md): fetched through the channels the outbox sends with."""
+def _media(config: Config, store: Store, channels: Mapping[str, Channel], kept: KeptMedia, clock: Clock,
+           budget: Budget | None, environ: Mapping[str, str]) -> MediaIntake:
+    """Voice notes, photos and documents (docs/media.md): fetched through the channels the outbox
+    sends with; heard by ``media.transcription_model``; photos when ``media.vision`` says so, else
+    when litellm's data says ``llm.model`` takes images (asked once, at the first photo)."""
     m = config.media
+    transcriber = Transcription(m, config.llm, store=store, clock=clock, budget=budget, environ=environ) \
+        if m.transcription_model else None
+    vision = functools.cache(lambda: m.vision if m.vision is not None else supports_vision(config.llm.model))
     return MediaIntake(
-        store=store, channels=channels, keep=kept, transcriber=None,
-        sees_images=lambda: bool(m.vision),
+        store=store, channels=channels, keep=kept, transcriber=transcriber, sees_images=vision,
         settings=MediaSettings(enabled=m.enabled, max_voice_s=m.max_voice_s, max_file_mb=m.max_file_mb,
                                keep_days=m.keep_days, max_document_chars=m.max_document_chars,
                                fetch_timeout_s=m.fetch_timeout_s))

@@ -17,7 +17,7 @@ from bruce.runtime.daemon import App
 from bruce.values import AttachmentKind as K
 from tests.fakes.channel import HANG, RecordingChannel
 from tests.fakes.llm_server import FakeLLMServer, Step
-from tests.fakes.media_files import jpeg, pdf_scanned, pdf_with_text, png
+from tests.fakes.media_files import jpeg, ogg_opus, pdf_scanned, pdf_with_text, png
 from tests.helpers import rows, say
 from tests.security.test_composed_urls import site  # noqa: F401  (a fixture)
 
@@ -248,3 +248,65 @@ async def test_a_message_prepared_before_a_stop_is_not_fetched_again(app_factory
     assert channel.texts() == ["A receipt."]
     assert len(channel.fetched) == 1 and images_in(fake_llm.requests[-1]) == [jpeg()]
     assert (await inbound(again))[0]["text"] == "[photo: receipt.jpg]"
+
+
+VOICE = Attachment(K.VOICE, "v-1", mime="audio/ogg")
+HEARS = {"transcription_model": "openai/whisper-1", "vision": True}
+
+
+async def test_a_voice_note_is_heard_in_its_turn_and_quoted(app_factory, fake_llm, channel):
+    app = await app_factory(media=HEARS)
+    channel.media["v-1"] = ogg_opus(3.0)
+    heard = "remind me to call the plumber at five"
+    fake_llm.add_transcript(heard)
+    fake_llm.add(Step.text("Five o'clock it is."))
+    await send(app, VOICE)
+    ((transcription),) = fake_llm.transcriptions
+    assert transcription.data == ogg_opus(3.0) and transcription.file_name == "voice.ogg"
+    assert channel.texts() == [f'🎤 "{heard}"\nFive o\'clock it is.']
+    assert user_content(fake_llm.requests[0]) == heard
+    (message,) = await inbound(app)
+    assert message["text"] == heard and json.loads(message["attachments"])[0]["transcript"] == heard
+    ((turn_id,),) = [(t["id"],) for t in await rows(app, "SELECT id FROM turns")]
+    calls = await rows(app, "SELECT turn_id, seq, kind FROM llm_calls ORDER BY id")
+    assert calls == [{"turn_id": turn_id, "seq": 1, "kind": "transcription"},
+                     {"turn_id": turn_id, "seq": 2, "kind": "chat"}]
+
+
+@pytest.mark.parametrize("served, media, words", [
+    (ogg_opus(3.0)[:-10], {}, "the voice note: it is damaged or cut off"),
+    (jpeg(), {}, "damaged or cut off"),
+    (b"", {}, "the voice note: it is empty (0 bytes)"),
+    (ogg_opus(8.0), {"max_voice_s": 5}, "it is 8 s long, over the 5 s limit (media.max_voice_s)"),
+])
+async def test_a_bad_voice_note_costs_no_call(app_factory, fake_llm, channel, tmp_path, served, media, words):
+    app = await app_factory(media={**HEARS, **media})
+    channel.media["v-1"] = served
+    await send(app, VOICE, text="see")
+    assert fake_llm.transcriptions == []
+    await failed_cleanly(app, fake_llm, channel, words, tmp_path)
+
+
+async def test_a_failed_transcription_is_told_and_the_message_is_left_as_sent(app_factory, fake_llm, channel):
+    app = await app_factory(media=HEARS)
+    channel.media["v-1"] = ogg_opus(2.0)
+    fake_llm.add_transcript(Step.error(401, "bad key"))
+    await send(app, VOICE, text="see")
+    (reply,) = channel.texts()
+    assert "🎤" not in reply and fake_llm.requests == []
+    (message,) = await inbound(app)
+    assert message["status"] == "failed" and message["text"] == "see"
+    assert not any(e.get("used") for e in json.loads(message["attachments"]))
+    assert [c["kind"] for c in await rows(app, "SELECT kind FROM llm_calls")] == ["transcription"]
+
+
+async def test_without_media_vision_litellms_data_decides(app_factory, fake_llm, channel):
+    blind = await app_factory()  # openai/primary: a model litellm does not know
+    channel.media["photo-1"] = jpeg()
+    await send(blind, PHOTO)
+    assert "media.vision: true" in channel.texts()[-1] and fake_llm.requests == []
+    await blind.stop()
+    seeing = await app_factory(llm={"model": "openai/gpt-4o"})
+    fake_llm.add(Step.text("A receipt."))
+    await send(seeing, PHOTO)
+    assert channel.texts()[-1] == "A receipt." and images_in(fake_llm.requests[-1]) == [jpeg()]
