@@ -46,10 +46,16 @@ def decode_text(data: bytes) -> str:
 def _pdf_text(data: bytes, what: str) -> str:
     from pypdf import PdfReader
 
+    locked = MediaError(f"I could not read {what}: it is locked with a password.")
     try:
         reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise MediaError(f"I could not read {what}: it is locked with a password.")
+        if reader.is_encrypted:
+            try:
+                opened = reader.decrypt("")  # locked only against changes: readable without a password
+            except Exception:  # a cipher pypdf cannot undo here
+                raise locked from None
+            if not opened:
+                raise locked
         return "\n\n".join((page.extract_text() or "").strip() for page in reader.pages).strip()
     except MediaError:
         raise

@@ -44,3 +44,17 @@ def test_own_words_leave_a_read_document_out() -> None:
     assert own_words("what do I owe?\n\n[document: a.pdf]\nPay 12 EUR", read) == "what do I owe?"
     assert own_words("[document: a.pdf]\nPay 12 EUR", read) == ""
     assert own_words("call mum [document: x]", None) == "call mum [document: x]"  # nothing was read: as typed
+
+
+async def test_a_pdf_locked_with_a_password_is_refused() -> None:
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter()
+    writer.append(PdfReader(io.BytesIO(pdf_with_text("secret plans"))))
+    writer.encrypt("a password", algorithm="RC4-128")
+    out = io.BytesIO()
+    writer.write(out)
+    with pytest.raises(MediaError, match="locked with a password"):
+        await read_document(out.getvalue(), kind=".pdf", what="plans.pdf", max_chars=1000)
