@@ -11,7 +11,7 @@ import wave
 
 from bruce.errors import LLMCallFailed
 from bruce.llm.faults import classify
-from bruce.llm.service import _litellm
+from bruce.llm.service import load_litellm
 from bruce.values import LLMCallStatus
 
 __all__ = ["probe_transcription", "silent_wav"]
@@ -33,7 +33,7 @@ def silent_wav(seconds: float = 0.5) -> bytes:
 async def probe_transcription(model: str, *, api_base: str | None, api_key: str | None, timeout_s: float) -> str:
     """The text ``model`` hears in half a second of silence (often empty). Raises
     ``LLMCallFailed`` naming what went wrong when it does not answer with a transcription."""
-    litellm = _litellm()
+    litellm = load_litellm()
     kwargs: dict[str, object] = {"model": model, "file": ("doctor-silence.wav", silent_wav(), "audio/wav"),
                                  "timeout": timeout_s, "max_retries": 0}
     if api_base:
