@@ -1,10 +1,14 @@
 """The ``media:`` block: what start-up refuses in it (``media_problems``, part of ``check_config``),
 what deserves a look but works (``media_warnings``: printed by ``bruce config check`` and
 ``bruce doctor``), and ``bruce doctor``'s check that the transcription model answers
-(``check_media``: half a second of silence, ``bruce.llm.probe``)."""
+(``check_media``): half a second of silence, as a WAV (every whisper API takes one), sent through
+``bruce.llm.transcription`` as a voice note would be, with no retry and recorded in a scratch
+in-memory database. Hearing no words in it is an answer too."""
 
 from __future__ import annotations
 
+import io
+import wave
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,9 +16,9 @@ from bruce.cli.checks.findings import Finding, Mark, variable
 from bruce.clock import SystemClock
 from bruce.config.rules import url_problem
 from bruce.config.schema import Config, MediaConfig
-from bruce.errors import LLMCallFailed
+from bruce.errors import LLMNotConfigured, LLMUnavailable, MediaError
 
-__all__ = ["TELEGRAM_DOWNLOAD_MB", "check_media", "media_problems", "media_warnings"]
+__all__ = ["TELEGRAM_DOWNLOAD_MB", "check_media", "media_problems", "media_warnings", "silent_wav"]
 
 TELEGRAM_DOWNLOAD_MB = 20  # the largest file the Bot API lets a bot download
 
@@ -53,52 +57,86 @@ def media_warnings(config: Config) -> list[str]:
     return found
 
 
-def _fix(reason: str, where: str, key: str | None, model: str) -> str:
+def silent_wav(seconds: float = 0.5, rate: int = 16_000) -> bytes:
+    """A mono 16-bit PCM WAV of ``seconds`` of silence, made with the standard library."""
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(b"\0\0" * round(seconds * rate))
+    return out.getvalue()
+
+
+def _fix(reason: str, config: Config, key: str | None) -> str:
+    media = config.media
+    base = media.api_base or config.llm.api_base
+    where = (f"media.api_base ({base})" if media.api_base else f"llm.api_base ({base})") if base else "the network"
     if "refused" in reason or "connect" in reason:
         return f"check {where} and that the server there is running"
     if "key" in reason or "401" in reason or "403" in reason:
-        return f"put a valid key in {key}" if key else "check the transcription model's API key (media.api_key)"
+        return f"put a valid key in {key}" if key else "check the transcription model's key (media.api_key)"
     if "rejected" in reason or "404" in reason:
-        return f"check media.transcription_model ({model!r}): is it a transcription model the key may use?"
+        return f"check media.transcription_model ({media.transcription_model!r}) and that the key may use it"
     if "timed out" in reason:
         return f"check {where}; the model did not answer in time"
     return "check the provider's status page and the media settings"
+
+
+def _key_name(config: Config, raw: Any) -> str | None:
+    """How to name the key the transcription model gets, without showing it."""
+    from bruce.llm.service import provider_key_env
+
+    name = variable(raw, *(("media", "api_key") if config.media.api_key else ("llm", "api_key")))
+    env = provider_key_env(str(config.media.transcription_model))
+    if name:
+        return f"${name}"
+    return f"${env}" if env and config.media.api_key is None and config.llm.api_key is None else None
+
+
+async def _transcribe_silence(config: Config, raw: Any, environ: Mapping[str, str], timeout_s: float) -> Finding:
+    from bruce.llm.transcription import Transcription
+    from bruce.store import Store
+    from bruce.turns.scope import TurnScope, new_turn_id
+    from bruce.values import ConversationId, TurnSource
+
+    label = f"voice {config.media.transcription_model}"
+    llm = config.llm.model_copy(update={"num_retries": 0, "timeout_s": min(timeout_s, config.llm.timeout_s)})
+    clock = SystemClock()
+    store = await Store.open(":memory:", clock)  # the probe's llm_calls row goes nowhere
+    try:
+        await store.messages.ensure_conversation("doctor:media", "doctor", "media")
+        scope = TurnScope(turn_id=new_turn_id(), conversation_id=ConversationId("doctor", "media"), user_id=None)
+        await store.messages.start_turn(scope.turn_id, str(scope.conversation), source=TurnSource.CHAT,
+                                        inbound_message_id=None)
+        transcription = Transcription(config.media, llm, store=store, clock=clock, budget=None, environ=environ)
+        started = clock.monotonic()
+        try:
+            await transcription.transcribe(silent_wav(), file_name="doctor-silence.wav", mime="audio/wav",
+                                           scope=scope)
+        except MediaError:
+            pass  # it answered, and heard no words in silence
+        except LLMNotConfigured as exc:
+            return Finding(Mark.FAIL, f"{label}: no API key or endpoint configured", exc.hint)
+        except LLMUnavailable as exc:
+            reason = "; ".join(r for _, r in exc.attempts)
+            return Finding(Mark.FAIL, f"{label}: did not answer ({reason})", _fix(reason, config, _key_name(config, raw)))
+        return Finding(Mark.OK, f"{label}: transcribed a test sound in {clock.monotonic() - started:.1f} s")
+    finally:
+        await store.close()
 
 
 async def check_media(config: Config, raw: Any, environ: Mapping[str, str], timeout_s: float, *,
                       call: bool = True) -> list[Finding]:
     """``media: off``, ``voice: not set up``, or one tiny transcription and how long it took
     (``call`` False, as ``--no-llm`` asks: no request)."""
-    from bruce.llm.probe import probe_transcription
-    from bruce.llm.service import provider_key_env
-
     media = config.media
     if not media.enabled:
         return [Finding(Mark.SKIP, "media: off (media.enabled: false); voice notes, photos and documents get a "
                                    "reply saying so")]
-    model = media.transcription_model
-    if model is None:
+    if media.transcription_model is None:
         return [Finding(Mark.SKIP, "voice: not set up (media.transcription_model); voice notes get a reply saying so",
                         "to hear them, set media.transcription_model, e.g. openai/whisper-1")]
     if not call:
-        return [Finding(Mark.SKIP, f"voice {model}: not called (--no-llm)")]
-    api_base = media.api_base or config.llm.api_base
-    secret = media.api_key or config.llm.api_key
-    keys = ("media", "api_key") if media.api_key else ("llm", "api_key")
-    name = variable(raw, *keys)
-    env = provider_key_env(model)
-    key = f"${name}" if name else (f"${env}" if env and secret is None else None)
-    label = f"voice {model}"
-    if secret is None and api_base is None and env is not None and not environ.get(env):
-        return [Finding(Mark.FAIL, f"{label}: no API key or endpoint configured",
-                        f"set {env} in .env, or media.api_key (or media.api_base for a local server)")]
-    where = f"media.api_base ({api_base})" if media.api_base else (
-        f"llm.api_base ({api_base})" if api_base else "the network")
-    clock = SystemClock()
-    started = clock.monotonic()
-    try:
-        await probe_transcription(model, api_base=api_base, timeout_s=timeout_s,
-                                  api_key=secret.get_secret_value() if secret is not None else None)
-    except LLMCallFailed as failed:
-        return [Finding(Mark.FAIL, f"{label}: did not answer ({failed.reason})", _fix(failed.reason, where, key, model))]
-    return [Finding(Mark.OK, f"{label}: transcribed a test sound in {clock.monotonic() - started:.1f} s")]
+        return [Finding(Mark.SKIP, f"voice {media.transcription_model}: not called (--no-llm)")]
+    return [await _transcribe_silence(config, raw, environ, timeout_s)]

@@ -1,9 +1,12 @@
 """The ``media:`` block in ``bruce config check``: a transcription model without its provider and an
 api_base that is no URL are refused like any start-up problem, naming the key; a ``max_file_mb``
-over what a Telegram bot may download, and settings that cannot take effect, are warnings."""
+over what a Telegram bot may download, and settings that cannot take effect, are warnings. And
+``bruce doctor``'s media line, against the fake provider's audio API over a real socket."""
 
 from __future__ import annotations
 
+import io
+import wave
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +14,11 @@ import pytest
 import yaml
 
 from bruce.cli.check import check_config, config_warnings
+from bruce.cli.checks.media import check_media
+from bruce.cli.doctor import diagnose
 from bruce.cli.main import main
 from bruce.errors import ConfigError
+from tests.fakes.llm_server import Step, closed_base_url
 
 
 def write(tmp_path: Path, data: dict[str, Any]) -> Path:
@@ -79,3 +85,74 @@ def test_a_plain_config_checks_with_no_warning(tmp_path, capsys):
     path = write(tmp_path, {})
     assert main(["--config", str(path), "config", "check"]) == 0
     assert capsys.readouterr().out.splitlines() == [f"config ok: {path}"]
+
+
+# bruce doctor's media line, against the fake provider's audio API -------------------------------
+
+
+async def test_doctor_sends_half_a_second_of_silence_and_reports_the_models_latency(make_config, fake_llm):
+    fake_llm.add_transcript("")  # silence: the model hears no words, and that is an answer
+    config = make_config(media={"transcription_model": "groq/whisper-large-v3", "api_base": fake_llm.base_url,
+                                "api_key": "gsk-media-key-0123456789"})
+    (finding,) = await check_media(config, {}, {}, 5)
+    assert finding.mark == "✓" and finding.text.startswith("voice groq/whisper-large-v3: transcribed a test sound in ")
+    (sent,) = fake_llm.transcriptions
+    assert sent.model == "whisper-large-v3" and sent.file_name == "doctor-silence.wav"
+    with wave.open(io.BytesIO(sent.data)) as wav:  # a real WAV: 0.5 s of 16 kHz mono silence
+        assert (wav.getnchannels(), wav.getframerate(), wav.getnframes()) == (1, 16000, 8000)
+        assert set(wav.readframes(8000)) == {0}
+    assert fake_llm.requests == []  # no chat call
+
+
+async def test_doctor_falls_back_to_the_llm_endpoint_and_key(make_config, fake_llm):
+    config = make_config(media={"transcription_model": "openai/whisper-1"})  # llm.api_base: the fake
+    (finding,) = await check_media(config, {}, {}, 5)
+    assert finding.mark == "✓" and [t.model for t in fake_llm.transcriptions] == ["whisper-1"]
+
+
+async def test_doctor_says_media_off_and_voice_not_set_up_without_calling(make_config, fake_llm):
+    (off,) = await check_media(make_config(media={"enabled": False}), {}, {}, 5)
+    assert off.line() == "– media: off (media.enabled: false); voice notes, photos and documents get a reply saying so"
+    (unset,) = await check_media(make_config(), {}, {}, 5)
+    assert unset.line() == ("– voice: not set up (media.transcription_model); voice notes get a reply saying so — "
+                            "fix: to hear them, set media.transcription_model, e.g. openai/whisper-1")
+    (skipped,) = await check_media(make_config(media={"transcription_model": "openai/whisper-1"}), {}, {}, 5,
+                                   call=False)
+    assert skipped.line() == "– voice openai/whisper-1: not called (--no-llm)"
+    assert fake_llm.transcriptions == []
+
+
+async def test_a_transcription_model_that_does_not_answer_is_a_cross_with_its_fix(make_config, fake_llm):
+    closed = closed_base_url()
+    config = make_config(media={"transcription_model": "openai/whisper-1", "api_base": closed})
+    (refused,) = await check_media(config, {}, {}, 5)
+    assert refused.line() == (f"✗ voice openai/whisper-1: did not answer (connection refused) — fix: check "
+                              f"media.api_base ({closed}) and that the server there is running")
+    fake_llm.add_transcript(Step.error(401, "bad key"))
+    keyed = make_config(media={"transcription_model": "openai/whisper-1", "api_key": "sk-wrong-key-0123456789"})
+    (rejected,) = await check_media(keyed, {"media": {"api_key": "${WHISPER_KEY}"}}, {}, 5)
+    assert rejected.mark == "✗" and rejected.fix == "put a valid key in $WHISPER_KEY"
+    assert "sk-wrong-key" not in rejected.line()
+
+
+async def test_no_key_anywhere_fails_without_a_call(make_config, fake_llm):
+    config = make_config(llm={"api_base": None, "api_key": None}, media={"transcription_model": "groq/whisper-1"})
+    (finding,) = await check_media(config, {}, {}, 5)
+    assert finding.line().startswith("✗ voice groq/whisper-1: no API key or endpoint configured — fix: ")
+    assert "GROQ_API_KEY" in finding.line() and fake_llm.transcriptions == []
+
+
+async def test_doctor_prints_the_media_line_and_the_config_warnings(tmp_path, fake_llm):
+    path = write(tmp_path, {
+        "llm": {"model": "openai/primary", "api_base": fake_llm.base_url, "api_key": "sk-doctor-0123456789"},
+        "media": {"transcription_model": "openai/whisper-1", "max_file_mb": 50},
+        "channels": {"telegram": {"enabled": True, "token": "1:abc", "allowed_users": [1]}},
+        "admin": {"enabled": False},
+    })
+    lines: list[str] = []
+    await diagnose(path, environ={}, timeout_s=5, unit=tmp_path / "none.service", out=lines.append)
+    assert any(line.startswith("! media.max_file_mb: 50 MB is more than the 20 MB a Telegram bot may download")
+               for line in lines)
+    (voice,) = [line for line in lines if line.startswith(("✓ voice", "✗ voice"))]
+    assert voice.startswith("✓ voice openai/whisper-1: transcribed a test sound in ")
+    assert lines.index(voice) == 1 + max(i for i, line in enumerate(lines) if line.startswith("✓ llm "))
