@@ -162,3 +162,19 @@ async def test_a_text_message_shows_no_attachments(page, app):
     assert "just text" in html and 'id="attachments"' not in html
     trace = await (await page.get(f"/api/turns/{turn['id']}", headers=BEARER)).json()
     assert trace["message"]["attachments"] == []
+
+
+async def test_bruce_run_serves_photos_kept_in_the_data_folder(app_factory, tmp_path):
+    import aiohttp
+
+    app = await app_factory(admin={"port": 0, "token": ADMIN_TOKEN})  # storage.path: tmp_path/bruce.db
+    photo = jpeg(extra=64)
+    keep(tmp_path, "media/2026-12/7-0.jpg", photo)
+    await say(app, "look")
+    (message,) = await rows(app, "SELECT id FROM messages WHERE direction = 'in'")
+    await app.store.media.set_media(message["id"], text="look", attachments=json.dumps(
+        [{"kind": "image", "ref": "x", "saved": "media/2026-12/7-0.jpg"}]))
+    url = await app.start_admin()
+    async with aiohttp.ClientSession() as session, \
+            session.get(f"{url}/media/{message['id']}/0", headers=BEARER) as response:
+        assert response.status == 200 and await response.read() == photo
