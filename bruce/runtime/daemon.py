@@ -155,7 +155,8 @@ class App:
                                  health=self._health, artifacts_dir=self.config.tools.artifacts.dir, jobs=self.jobs,
                                  budget=self.llm.budget, zone=self.config.assistant.zone,
                                  chat_routes=chat.routes() if chat is not None and hasattr(chat, "routes") else None,
-                                 eval_runs_dir=self.config.eval.runs_dir, allowed_hosts=a.allowed_hosts)
+                                 eval_runs_dir=self.config.eval.runs_dir, allowed_hosts=a.allowed_hosts,
+                                 data_dir=self.config.storage.path.parent)
         try:
             return await self.admin.start()
         except OSError as exc:

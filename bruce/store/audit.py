@@ -199,7 +199,7 @@ class AuditStore:
             return None
         message = None
         if turn["inbound_message_id"] is not None:
-            message = await self._db.row("SELECT id, text, sender_id, created_at FROM messages WHERE id = ?",
+            message = await self._db.row("SELECT id, text, sender_id, created_at, attachments FROM messages WHERE id = ?",
                                          (turn["inbound_message_id"],))
         calls = await self._db.rows("SELECT * FROM llm_calls WHERE turn_id = ? ORDER BY seq, id", (turn_id,))
         executions = await self._db.rows("SELECT * FROM tool_executions WHERE turn_id = ? ORDER BY id", (turn_id,))
@@ -213,8 +213,8 @@ class AuditStore:
                          replies=[from_row(TracedReply, r) for r in replies])
 
     async def llm_calls(self, *, filters: dict[str, str], before_id: int | None, limit: int) -> list[StoredLLMCall]:
-        """Newest first; ``filters`` on model, status, ``since`` / ``until``; ``before_id``: the cursor."""
-        rows = await self._page("llm_calls", ("model", "status"), filters, before_id=before_id, after_id=None,
+        """Newest first; ``filters`` on model, status, kind, ``since`` / ``until``; ``before_id``: the cursor."""
+        rows = await self._page("llm_calls", ("model", "status", "kind"), filters, before_id=before_id, after_id=None,
                                 limit=limit)
         return [from_row(StoredLLMCall, r) for r in rows]
 
