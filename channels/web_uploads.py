@@ -117,11 +117,15 @@ class Uploads:
             log.info("web.upload_malformed", error=str(exc)[:200])
             raise UploadRefused(400, "the upload is malformed (a multipart/form-data body with the fields "
                                      "text and files was expected); nothing was sent") from None
+        except ConnectionError:
+            self._drop(tmp for tmp, _ in parts)
+            log.info("web.upload_cut_off")
+            raise UploadRefused(400, "the upload was cut off; nothing was sent") from None
         except OSError as exc:
             self._drop(tmp for tmp, _ in parts)
             log.warning("web.upload_failed", error=str(exc))
             raise UploadRefused(507, f"the upload could not be stored ({exc.strerror}); nothing was sent") from None
-        except BaseException:  # refused, or the page went away: nothing stays
+        except BaseException:  # refused, or the request cancelled: nothing stays
             self._drop(tmp for tmp, _ in parts)
             raise
         try:

@@ -272,3 +272,31 @@ async def test_a_form_with_only_a_caption_is_a_text_message_and_an_empty_form_is
     await app.worker.wait_idle()
     (row,) = await rows(app, "SELECT text, attachments FROM messages WHERE direction = 'in'")
     assert row == {"text": "hello", "attachments": None}
+
+
+async def test_a_page_that_goes_away_mid_upload_leaves_nothing(web, tmp_path):
+    app, _ = web
+    server = AdminServer(store=app.store, clock=app.clock, token=TOKEN, host="127.0.0.1", port=0,
+                         chat_routes=app.channels["web"].routes())  # served as `bruce run` serves it
+    port = int((await server.start()).rsplit(":", 1)[1])
+    head = (b'--xyz\r\nContent-Disposition: form-data; name="files"; filename="big.jpg"\r\n'
+            b"Content-Type: image/jpeg\r\n\r\n" + b"\xff" * 200_000)
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST /api/chat/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Authorization: Bearer " + TOKEN.encode() + b"\r\n"
+                     b"Content-Type: multipart/form-data; boundary=xyz\r\nContent-Length: 900000\r\n\r\n" + head)
+        await writer.drain()
+        for _ in range(250):  # until the part is being written
+            if stored_files(tmp_path):
+                break
+            await asyncio.sleep(0.02)
+        assert [name.endswith(".part") for name in stored_files(tmp_path)] == [True]
+        writer.close()
+        for _ in range(250):
+            if not stored_files(tmp_path):
+                break
+            await asyncio.sleep(0.02)
+        assert stored_files(tmp_path) == [] and await rows(app, "SELECT id FROM messages") == []
+    finally:
+        await server.stop()
