@@ -88,6 +88,24 @@ def attachment_kind(mime: str | None) -> AttachmentKind:
     return AttachmentKind.DOCUMENT
 
 
+def _refusal(exc: BaseException) -> UploadRefused | None:
+    """What the page is told when reading an upload failed; None: not an answer (a cancellation)."""
+    match exc:
+        case UploadRefused():
+            return exc
+        case ValueError() | AssertionError() | HttpProcessingError():  # aiohttp's words for a broken body
+            log.info("web.upload_malformed", error=str(exc)[:200])
+            return UploadRefused(400, "the upload is malformed (a multipart/form-data body with the fields "
+                                      "text and files was expected); nothing was sent")
+        case ConnectionError():
+            log.info("web.upload_cut_off")
+            return UploadRefused(400, "the upload was cut off; nothing was sent")
+        case OSError():
+            log.warning("web.upload_failed", error=str(exc))
+            return UploadRefused(507, f"the upload could not be stored ({exc.strerror}); nothing was sent")
+    return None
+
+
 class Uploads:
     """The uploads folder: what comes in, what the core fetches, what gets old."""
 
@@ -112,30 +130,15 @@ class Uploads:
         parts: list[tuple[Path, Attachment]] = []
         try:
             text = await self._read_form(await request.multipart(), parts)
-        except (ValueError, AssertionError, HttpProcessingError) as exc:
-            self._drop(tmp for tmp, _ in parts)
-            log.info("web.upload_malformed", error=str(exc)[:200])
-            raise UploadRefused(400, "the upload is malformed (a multipart/form-data body with the fields "
-                                     "text and files was expected); nothing was sent") from None
-        except ConnectionError:
-            self._drop(tmp for tmp, _ in parts)
-            log.info("web.upload_cut_off")
-            raise UploadRefused(400, "the upload was cut off; nothing was sent") from None
-        except OSError as exc:
-            self._drop(tmp for tmp, _ in parts)
-            log.warning("web.upload_failed", error=str(exc))
-            raise UploadRefused(507, f"the upload could not be stored ({exc.strerror}); nothing was sent") from None
-        except BaseException:  # refused, or the request cancelled: nothing stays
-            self._drop(tmp for tmp, _ in parts)
-            raise
-        try:
             for tmp, attachment in parts:
                 os.replace(tmp, self.folder / attachment.ref)
-        except OSError as exc:
+        except BaseException as exc:  # refused, malformed, cut off, or cancelled: nothing stays
             self._drop(tmp for tmp, _ in parts)
             self.discard(tuple(a for _, a in parts))
-            log.warning("web.upload_failed", error=str(exc))
-            raise UploadRefused(507, f"the upload could not be stored ({exc.strerror}); nothing was sent") from None
+            refused = _refusal(exc)
+            if refused is None or refused is exc:
+                raise
+            raise refused from None
         return Received(text=text, attachments=tuple(a for _, a in parts))
 
     async def _read_form(self, reader: MultipartReader, parts: list[tuple[Path, Attachment]]) -> str:
@@ -161,8 +164,8 @@ class Uploads:
         data = bytearray()
         while chunk := await part.read_chunk(CHUNK):
             data += chunk
-            if len(data) > limit:
-                break
+            if len(data) > limit:  # (a character is at most 4 bytes)
+                raise UploadRefused(400, f"text: at most {self._max_text_chars} characters")
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -185,7 +188,7 @@ class Uploads:
                                                  "nothing was sent")
                     out.write(chunk)
                 out.flush()
-                os.fsync(out.fileno())
+                await asyncio.to_thread(os.fsync, out.fileno())
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise

@@ -300,3 +300,19 @@ async def test_a_page_that_goes_away_mid_upload_leaves_nothing(web, tmp_path):
         assert stored_files(tmp_path) == [] and await rows(app, "SELECT id FROM messages") == []
     finally:
         await server.stop()
+
+
+@pytest.mark.parametrize(("part", "named"), [
+    (b'name="text"\r\n\r\n' + b"x" * 100_001, "text: at most 100000 characters"),
+    (b'name="text"\r\n\r\n' + "é".encode() * 100_001, "text: at most 100000 characters"),
+    (b'name="text"\r\n\r\n\xff\xfe', "text: the caption must be UTF-8"),
+    (b'name="csrf"\r\n\r\nabc', "unknown field 'csrf'"),
+])
+async def test_a_bad_field_is_400_naming_it(web, tmp_path, part, named):
+    app, client = web
+    body = (b'--xyz\r\nContent-Disposition: form-data; name="files"; filename="a.txt"\r\n\r\nkept?\r\n'
+            b"--xyz\r\nContent-Disposition: form-data; " + part + b"\r\n--xyz--\r\n")
+    response = await client.post("/api/chat/messages", data=body,
+                                 headers={**BEARER, "Content-Type": "multipart/form-data; boundary=xyz"})
+    assert response.status == 400 and named in (await response.json())["error"]
+    assert stored_files(tmp_path) == [] and await rows(app, "SELECT id FROM messages") == []

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from aiohttp import FormData, web
+from aiohttp.test_utils import TestClient, TestServer
 
 from bruce.channel import Attachment
 from bruce.errors import MediaFetchError
@@ -55,6 +57,26 @@ async def test_the_web_chat_fetches_from_its_folder_and_without_one_says_so(tmp_
     assert await chat.fetch(document, max_bytes=100) == b"%PDF"
     with pytest.raises(MediaFetchError, match="keeps no uploads"):
         await WebChat(clock=clock).fetch(document, max_bytes=100)
+
+
+async def test_a_web_chat_without_an_uploads_folder_refuses_files_and_still_takes_text(clock):
+    delivered = []
+
+    class Inbound:
+        async def deliver(self, message):
+            delivered.append(message)
+
+    chat = WebChat(clock=clock)
+    await chat.start(Inbound())
+    app = web.Application()
+    app.router.add_routes(chat.routes())
+    async with TestClient(TestServer(app)) as client:
+        data = FormData()
+        data.add_field("files", b"x", filename="a.txt", content_type="text/plain")
+        refused = await client.post("/api/chat/messages", data=data)
+        assert refused.status == 400 and (await refused.json())["error"] == "this web chat takes no files"
+        assert (await client.post("/api/chat/messages", json={"text": "hi"})).status == 202
+    assert [(m.text, m.attachments) for m in delivered] == [("hi", ())]
 
 
 def test_clean_deletes_old_uploads_and_stale_temporary_files_only(uploads, clock):
