@@ -210,8 +210,9 @@ async def test_an_upload_needs_the_token_and_the_csrf_token_like_a_message(web, 
     assert taken.status == 202 and len(stored_files(tmp_path)) == 1
 
 
-async def test_a_file_past_max_file_mb_is_413_and_nothing_of_the_message_is_kept(web, tmp_path):
+async def test_a_file_past_max_file_mb_is_413_and_nothing_of_the_message_is_kept(web, fake_llm, tmp_path):
     app, client = web
+    fake_llm.add(Step.text("Got it."), Step.text("Got it."))
     small, big = ("ok.jpg", jpeg(), "image/jpeg"), ("scan.pdf", b"%PDF-1.4\n" + b"0" * (1024 * 1024), "application/pdf")
     response = await client.post("/api/chat/messages", headers=BEARER, data=form("two files", small, big))
     assert response.status == 413
@@ -219,6 +220,10 @@ async def test_a_file_past_max_file_mb_is_413_and_nothing_of_the_message_is_kept
     assert "scan.pdf" in error and "media.max_file_mb (1 MB)" in error and "nothing was sent" in error
     assert stored_files(tmp_path) == []  # the first file, already read, went too
     assert await rows(app, "SELECT id FROM messages") == []
+    exactly = ("scan.pdf", b"%PDF-1.4\n" + b"0" * (1024 * 1024 - 9), "application/pdf")  # 1 MB: taken
+    taken = await client.post("/api/chat/messages", headers=BEARER, data=form("at the limit", exactly))
+    assert taken.status == 202 and (await taken.json())["attachments"][0]["size"] == 1024 * 1024
+    await app.worker.wait_idle()
 
 
 async def test_more_than_ten_files_or_an_empty_file_is_400_and_nothing_is_kept(web, tmp_path):
