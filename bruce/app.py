@@ -105,11 +105,13 @@ def socket_console(config: Config, clock: Clock) -> SocketConsole:
     return SocketConsole(path=config.console.socket_path, clock=clock, assistant_name=config.assistant.name)
 
 
-def web_chat(clock: Clock) -> Channel:
-    """The admin page's chat (``channels/web_chat.py``), served by ``bruce run`` with the admin page."""
+def web_chat(config: Config, clock: Clock) -> Channel:
+    """The admin page's chat (``channels/web_chat.py``), served by ``bruce run`` with the admin page;
+    files sent there are kept in ``uploads/`` beside the database."""
     from channels.web_chat import WebChat
 
-    return WebChat(clock=clock)
+    return WebChat(clock=clock, uploads=config.storage.path.parent / "uploads", max_file_mb=config.media.max_file_mb,
+                   keep_days=config.media.keep_days)
 
 
 async def probe_mcp(config: Config) -> list[dict[str, Any]]:

@@ -136,7 +136,7 @@ async def _serve(config: Config, redactor: Redactor) -> int:
     for warning in config_warnings(config):  # what `bruce config check` prints after "config ok"
         log.warning("config.warning", warning=warning)
     clock = SystemClock()
-    extra = [socket_console(config, clock)] + ([web_chat(clock)] if config.admin.enabled else [])
+    extra = [socket_console(config, clock)] + ([web_chat(config, clock)] if config.admin.enabled else [])
     app = await build_app(config, clock=clock, redactor=redactor, extra_channels=extra)
     try:
         await app.start_admin()  # first: a host beyond loopback without a token is refused before anything runs
