@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from bruce.channel import LocalDecision
-from bruce.cli.check import check_config
+from bruce.cli.check import check_config, config_warnings
 from bruce.config.loader import default_config_path, load_config
 from bruce.config.schema import Config
 from bruce.errors import BruceError, ConfigError
@@ -133,8 +133,10 @@ async def _serve(config: Config, redactor: Redactor) -> int:
     from bruce.clock import SystemClock
 
     signals = _Signals(asyncio.get_running_loop())  # before anything starts: no signal is lost
+    for warning in config_warnings(config):  # what `bruce config check` prints after "config ok"
+        log.warning("config.warning", warning=warning)
     clock = SystemClock()
-    extra = [socket_console(config, clock)] + ([web_chat(clock)] if config.admin.enabled else [])
+    extra = [socket_console(config, clock)] + ([web_chat(config, clock)] if config.admin.enabled else [])
     app = await build_app(config, clock=clock, redactor=redactor, extra_channels=extra)
     try:
         await app.start_admin()  # first: a host beyond loopback without a token is refused before anything runs
@@ -348,6 +350,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return FORCED_EXIT
 
 
+def _config_ok(config: Config, path: Path) -> int:
+    """``bruce config check`` on a config start-up accepts: say so, then what deserves a look."""
+    print(f"config ok: {path}")
+    for warning in config_warnings(config):
+        print(f"warning: {warning}")
+    return 0
+
+
 def _main(argv: Sequence[str] | None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args = _parser().parse_args(argv)
@@ -363,8 +373,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"bruce: {exc}", file=sys.stderr)
         return 2
     if args.command == "config":
-        print(f"config ok: {args.config or default_config_path()}")
-        return 0
+        return _config_ok(config, args.config or default_config_path())
     if args.command == "tools":
         return _print_tools(config, getattr(args, "name", None))
     if args.command in ("pairing", "jobs", "usage", "budget", "memory"):
