@@ -134,3 +134,14 @@ async def test_a_photo_to_a_model_that_cannot_see_is_refused_clearly(started, ap
     (reply,) = await replies(api, OWNER, 1)
     assert "cannot see images" in reply and "llm.model" in reply and "media.vision" in reply
     assert fake_llm.requests == [] and api.downloads == []
+
+
+async def test_a_hanging_download_gets_a_clear_reply_after_media_fetch_timeout_s(started, api, fake_llm):
+    app = await started(fetch_timeout_s=0.5)
+    media = api.document(pdf_with_text(), file_name="slow.pdf")
+    api.break_file(media["document"]["file_id"], hang=True)
+    api.push_media(OWNER, OWNER, media)
+    (reply,) = await replies(api, OWNER, 1)
+    assert "slow.pdf" in reply and fake_llm.requests == []
+    (stored,) = await rows(app, "SELECT status FROM messages WHERE direction = 'in'")
+    assert stored["status"] == "failed"
