@@ -193,6 +193,7 @@ class _FileFault:
     status: int | None
     hang: bool
     cut_at: int | None
+    chunked: bool = False
 
 
 @dataclass
@@ -957,11 +958,13 @@ class FakeDiscord:
                 return self._failures.pop(index)
         return None
 
-    def break_file(self, url: str, *, status: int | None = None, hang: bool = False, cut_at: int | None = None) -> None:
+    def break_file(self, url: str, *, status: int | None = None, hang: bool = False, cut_at: int | None = None,
+                   chunked: bool = False) -> None:
         """The file at ``url`` (an attachment's) answers ``status`` with a short text body (404: Discord's
         expired or deleted file), or never answers (``hang``: the client gives up), or sends its headers
-        (the whole ``Content-Length``) and ``cut_at`` bytes, then drops the connection."""
-        self._file_faults[self._file_key(url)] = _FileFault(status, hang, cut_at)
+        (the whole ``Content-Length``) and ``cut_at`` bytes, then drops the connection; ``chunked`` sends
+        it whole without a ``Content-Length`` (the client learns its size only by reading it)."""
+        self._file_faults[self._file_key(url)] = _FileFault(status, hang, cut_at, chunked)
 
     def _file_key(self, url: str) -> str:
         path = url.split("?", 1)[0].removeprefix(self.base_url)
@@ -987,6 +990,14 @@ class FakeDiscord:
             await response.write(data[:fault.cut_at])
             assert request.transport is not None
             request.transport.close()
+            return response
+        if fault is not None and fault.chunked:
+            response = web.StreamResponse(headers={"Content-Type": content_type})
+            response.enable_chunked_encoding()
+            await response.prepare(request)
+            for start in range(0, len(data), 16 * 1024):
+                await response.write(data[start:start + 16 * 1024])
+            await response.write_eof()
             return response
         return web.Response(body=data, headers={"Content-Type": content_type})
 

@@ -510,8 +510,10 @@ async def test_a_voice_message_stickers_and_embeds_arrive_as_discord_py_reads_th
 
 async def test_broken_files_fail_as_asked(fake: FakeDiscord, bot: Harness):
     data = bytes(range(256)) * 40
-    fake.dm(USER, "", attachments=[{"filename": f"{name}.bin", "data": data} for name in ("gone", "down", "cut", "hung")])
-    gone, down, cut, hung = (await bot.next_message()).attachments
+    names = ("gone", "down", "cut", "hung", "chunked")
+    fake.dm(USER, "", attachments=[{"filename": f"{name}.bin", "data": data} for name in names])
+    gone, down, cut, hung, chunked = (await bot.next_message()).attachments
+    fake.break_file(chunked.url, chunked=True)
     fake.break_file(gone.url, status=404)
     fake.break_file(down.url, status=500)
     fake.break_file(cut.url, cut_at=1000)
@@ -525,7 +527,9 @@ async def test_broken_files_fail_as_asked(fake: FakeDiscord, bot: Harness):
             assert response.content_length == len(data)
             with pytest.raises(aiohttp.ClientPayloadError):
                 await response.read()
+        async with session.get(chunked.url) as response:
+            assert response.content_length is None and await response.read() == data
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.3):
                 await session.get(hung.url)
-    assert len(fake.downloads) == 4
+    assert len(fake.downloads) == 5

@@ -128,6 +128,10 @@ async def test_an_oversized_file_is_refused_before_any_download(fake, channel):
     unknown = dataclasses.replace(attachment, size=None)  # no size given: the server's Content-Length decides
     with pytest.raises(MediaFetchError, match="too large"):
         await dc.fetch(unknown, max_bytes=2 * MB)
+    fake.break_file(attachment.ref, chunked=True)  # no length at all: reading stops at the limit
+    with pytest.raises(MediaFetchError, match=r'"big.jpg" is larger than the limit of 2.0 MB'):
+        await dc.fetch(unknown, max_bytes=2 * MB)
+    assert await dc.fetch(unknown, max_bytes=4 * MB) == jpeg(extra=3 * MB)
 
 
 async def test_gone_failing_cut_and_hanging_downloads_fail_with_a_reason(fake, channel):
