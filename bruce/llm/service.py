@@ -54,7 +54,7 @@ from bruce.turns.progress import Thinking
 from bruce.turns.scope import TurnScope
 from bruce.values import LLMCallStatus, TurnSource
 
-__all__ = ["LLMService", "LLMReply", "provider_key_env"]
+__all__ = ["LLMService", "LLMReply", "provider_key_env", "load_litellm"]
 
 log = structlog.get_logger(__name__)
 
@@ -82,7 +82,7 @@ def provider_key_env(model: str) -> str | None:
     return _KEY_ENV.get(provider, f"{provider.upper()}_API_KEY" if provider not in _KEYLESS_PROVIDERS else None)
 
 
-def _litellm() -> Any:
+def load_litellm() -> Any:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
@@ -127,7 +127,7 @@ class LLMService:
         """Import litellm (about 3 s, 190 MB) off the event loop, before the first message needs
         it, then move what it allocated out of the garbage collector's way: full collections
         over its ~400k objects otherwise pause the loop for hundreds of milliseconds."""
-        await asyncio.to_thread(_litellm)
+        await asyncio.to_thread(load_litellm)
         gc.collect()
         gc.freeze()
 
@@ -155,7 +155,7 @@ class LLMService:
         if hint:
             raise LLMNotConfigured(hint)
         await self._check_budget(scope.source)
-        litellm = _litellm()
+        litellm = load_litellm()
         endpoints = self._config.endpoints()
         if model is not None:
             endpoints = [ModelEndpoint(model=model, api_base=endpoints[0].api_base, api_key=endpoints[0].api_key)]

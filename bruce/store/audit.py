@@ -126,10 +126,14 @@ class AuditStore:
     async def answered_turns(self, conversation_id: str) -> list[AnsweredTurn]:
         """The turns whose answers are in the current session (since ``/new``): in the history a turn
         sees, or folded into the summary made during the session. With each, the tools it called
-        that returned an output, and whether it was a run of an untrusted job. One indexed read."""
+        that returned an output, whether it was a run of an untrusted job, and whether its message
+        carried a document that was read (``bruce.media``). One indexed read."""
         def work(db: sqlite3.Connection) -> list[AnsweredTurn]:
             rows = db.execute(
-                "SELECT t.id, COALESCE(j.untrusted, 0) AS untrusted_run, te.tool_name FROM turns t"
+                "SELECT t.id, COALESCE(j.untrusted, 0) AS untrusted_run, te.tool_name,"
+                " EXISTS (SELECT 1 FROM messages im, json_each(im.attachments) a WHERE im.id = t.inbound_message_id"
+                "  AND json_valid(im.attachments) AND json_extract(a.value, '$.kind') = 'document'"
+                "  AND json_extract(a.value, '$.chars') IS NOT NULL) AS read_document FROM turns t"
                 " LEFT JOIN proactive_jobs j ON j.id = t.job_id"
                 " LEFT JOIN tool_executions te ON te.turn_id = t.id AND te.output IS NOT NULL"
                 " WHERE t.id IN (SELECT m.turn_id FROM messages m WHERE m.conversation_id = ? AND m.id > ?"
@@ -138,7 +142,8 @@ class AuditStore:
                 (conversation_id, session_start(db, conversation_id))).fetchall()
             turns: dict[str, AnsweredTurn] = {}
             for row in rows:
-                turn = turns.get(row["id"]) or AnsweredTurn(str(row["id"]), bool(row["untrusted_run"]), ())
+                turn = turns.get(row["id"]) or AnsweredTurn(str(row["id"]), bool(row["untrusted_run"]), (),
+                                                            bool(row["read_document"]))
                 tools = (*turn.tools, str(row["tool_name"])) if row["tool_name"] is not None else turn.tools
                 turns[turn.id] = replace(turn, tools=tools)
             return list(turns.values())

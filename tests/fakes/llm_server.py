@@ -12,20 +12,28 @@ Faults to script: ``Step.error(status, retry_after=...)`` (the header, in second
 date), ``Step.delay`` (a hang), ``Step.cut`` (a stream dropped mid-answer), ``Step.raw`` (any
 body, e.g. a proxy's HTML page with a 200), ``Step.no_choices`` (a 200 with ``choices: []``);
 ``closed_base_url()`` is an address where the connection is refused.
+
+Speech to text: ``POST /v1/audio/transcriptions`` takes the OpenAI API's multipart form (``file``,
+``model``, ...), records each request in ``transcriptions`` (the model, the file's name, content
+type and exact bytes) and answers from ``add_transcript`` (a text, or a ``Step.error``/``Step.delay``),
+else ``default_transcript``. Images sent in chat requests can be read back, decoded, with
+``images_in(request)``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import socket
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 _ERROR_TYPES: dict[int, tuple[str, str]] = {
     400: ("invalid_request_error", "invalid_request"),
@@ -111,12 +119,16 @@ class FakeLLMServer:
         self._queues: dict[str | None, deque[Step]] = {}
         self._runner: web.AppRunner | None = None
         self._seq = 0
+        self.transcriptions: list[Transcription] = []
+        self.default_transcript: str | Step = "hello from the voice note"
+        self._transcripts: deque[str | Step] = deque()
 
     # ---- lifecycle -------------------------------------------------------
     async def start(self) -> None:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle_chat)
         app.router.add_get("/v1/models", self._handle_models)
+        app.router.add_post("/v1/audio/transcriptions", self._handle_transcription)
         # handler_cancellation: a client that times out and disconnects cancels
         # the handler, so delayed steps never hold up stop().
         self._runner = web.AppRunner(app, handler_cancellation=True,
@@ -142,6 +154,10 @@ class FakeLLMServer:
     # ---- scripting -------------------------------------------------------
     def add(self, *steps: Step, model: str | None = None) -> None:
         self._queues.setdefault(model, deque()).extend(steps)
+
+    def add_transcript(self, *answers: str | Step) -> None:
+        """What the next transcription requests answer: a text, or a fault step."""
+        self._transcripts.extend(answers)
 
     def requests_for(self, model: str) -> list[dict[str, Any]]:
         return [r for r in self.requests if r.get("model") == model]
@@ -185,6 +201,36 @@ class FakeLLMServer:
         if body.get("stream"):
             return await self._stream(request, body, model, step)
         return web.json_response(self._completion(model, step))
+
+    async def _handle_transcription(self, request: web.Request) -> web.Response:
+        """The OpenAI audio API: a multipart form with the audio ``file`` and the ``model``."""
+        fields: dict[str, str] = {}
+        audio = Transcription(model="", file_name="", content_type="", data=b"")
+        reader = await request.multipart()
+        async for part in reader:
+            if not isinstance(part, BodyPartReader):
+                continue
+            if part.name == "file":
+                audio.file_name = part.filename or ""
+                audio.content_type = part.headers.get("Content-Type", "")
+                audio.data = bytes(await part.read())
+            elif part.name:
+                fields[part.name] = await part.text()
+        audio.model = fields.get("model", "")
+        audio.fields = fields
+        self.transcriptions.append(audio)
+        answer = self._transcripts.popleft() if self._transcripts else self.default_transcript
+        while isinstance(answer, Step) and answer.kind == "delay":
+            await asyncio.sleep(answer.seconds)
+            answer = answer.then if answer.then is not None else self.default_transcript
+        if isinstance(answer, Step):
+            if answer.kind == "error":
+                return _error_response(answer.status, answer.message, answer.retry_after)
+            return web.Response(body=answer.content.encode(), status=answer.status,
+                                headers={"Content-Type": answer.content_type})
+        if not audio.data:
+            return _error_response(400, "no audio file in the request")
+        return web.json_response({"text": answer, "task": "transcribe", "language": "english", "duration": 1.0})
 
     def _tool_calls(self, step: Step) -> list[dict[str, Any]]:
         return [{"id": cid or self._next_id("call"), "type": "function",
@@ -246,6 +292,39 @@ class FakeLLMServer:
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp
+
+
+@dataclass
+class Transcription:
+    """One transcription request as it arrived."""
+
+    model: str
+    file_name: str
+    content_type: str
+    data: bytes
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+def images_in(request: dict[str, Any]) -> list[tuple[str, bytes]]:
+    """Every image of a chat request's messages, as (MIME type, decoded bytes): each
+    ``image_url`` part must be a ``data:<type>;base64,<data>`` URL that decodes cleanly."""
+    found: list[tuple[str, bytes]] = []
+    for message in request.get("messages", []):
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            if part.get("type") != "image_url":
+                continue
+            url = part["image_url"]["url"] if isinstance(part["image_url"], dict) else part["image_url"]
+            head, _, data = url.partition(",")
+            if not head.startswith("data:") or not head.endswith(";base64"):
+                raise AssertionError(f"an image part that is not a base64 data URL: {url[:60]!r}")
+            try:
+                found.append((head[5:-7], base64.b64decode(data, validate=True)))
+            except binascii.Error as exc:
+                raise AssertionError(f"an image part whose base64 does not decode: {exc}") from exc
+    return found
 
 
 def _error_response(status: int, message: str, retry_after: float | str | None = None) -> web.Response:

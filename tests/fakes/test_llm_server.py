@@ -278,3 +278,32 @@ async def test_a_closed_port_is_a_refused_connection_that_litellm_calls_a_500() 
                                   messages=MESSAGES, timeout=5, **NO_RETRY)
     assert info.value.status_code == 500
     assert ConnectionRefusedError in _chain(info.value)
+
+
+async def test_image_parts_arrive_intact_and_are_read_back(fake: FakeLLMServer) -> None:
+    import base64
+
+    from tests.fakes.llm_server import images_in
+    from tests.fakes.media_files import jpeg
+
+    photo = jpeg(5000)
+    parts = [{"type": "text", "text": "what is this?"},
+             {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64," + base64.b64encode(photo).decode()}}]
+    await litellm.acompletion(model="openai/gpt-4o-mini", api_base=fake.base_url, api_key="sk-test",
+                              messages=[{"role": "user", "content": parts}], **NO_RETRY)
+    assert images_in(fake.requests[0]) == [("image/jpeg", photo)]
+    with pytest.raises(AssertionError):
+        images_in({"messages": [{"role": "user", "content": [{"type": "image_url",
+                                                             "image_url": {"url": "https://x/y.jpg"}}]}]})
+
+
+async def test_transcription_route_takes_the_openai_multipart_form(fake: FakeLLMServer) -> None:
+    fake.add_transcript("first", Step.error(429))
+    first = await litellm.atranscription(model="openai/whisper-1", file=("a.ogg", b"OggS-audio", "audio/ogg"),
+                                         api_base=fake.base_url, api_key="sk-test", max_retries=0)
+    assert first.text == "first"
+    with pytest.raises(litellm.RateLimitError):
+        await litellm.atranscription(model="openai/whisper-1", file=("b.ogg", b"x", "audio/ogg"),
+                                     api_base=fake.base_url, api_key="sk-test", max_retries=0)
+    assert [(t.file_name, t.data, t.model) for t in fake.transcriptions] == [("a.ogg", b"OggS-audio", "whisper-1"),
+                                                                            ("b.ogg", b"x", "whisper-1")]
