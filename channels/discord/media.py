@@ -15,7 +15,8 @@ token (Discord's CDN needs none; a file host is not the API). Only ``http``/``ht
 fetched. A file whose declared size, or ``Content-Length``, is over ``max_bytes`` is refused
 before anything is read, and reading stops as soon as it would pass ``max_bytes``. Not found,
 a server failure, a connection cut short and no answer within ``timeout_s`` are each a
-``MediaFetchError`` whose message says which, for the user.
+``MediaFetchError`` whose message says which, for the user (the core names the file: "I could not
+fetch receipt.pdf: it is no longer available on Discord ...").
 """
 
 from __future__ import annotations
@@ -63,8 +64,7 @@ def attachment_of(attachment: discord.Attachment) -> Attachment:
 def attachments_of(message: discord.Message, *, has_text: bool) -> tuple[Attachment, ...]:
     """The message's files, then its stickers; an embed-only message (no text) is one ``OTHER``."""
     found = [attachment_of(a) for a in message.attachments]
-    found += [Attachment(kind=AttachmentKind.OTHER, ref=s.url, name=s.name, label="sticker")
-              for s in message.stickers]
+    found += [Attachment(kind=AttachmentKind.OTHER, ref=s.url, label="sticker") for s in message.stickers]
     if not found and not has_text and message.embeds:
         found.append(Attachment(kind=AttachmentKind.OTHER, ref=message.jump_url, label="embed"))
     return tuple(found)
@@ -91,45 +91,37 @@ class Downloads:
         """The bytes at ``attachment.ref``, at most ``max_bytes`` of them, or ``MediaFetchError``."""
         url = yarl.URL(attachment.ref)
         if url.scheme not in ("http", "https") or not url.host:
-            raise MediaFetchError(f"{_name(attachment)} has no web address to download it from")
+            raise MediaFetchError("it has no web address to download it from")
         if attachment.size is not None and attachment.size > max_bytes:
-            raise MediaFetchError(f"{_name(attachment)} is too large ({_mb(attachment.size)}; "
-                                  f"the limit is {_mb(max_bytes)})")
+            raise MediaFetchError(f"it is too large ({_mb(attachment.size)}; the limit is {_mb(max_bytes)})")
         try:
             async with asyncio.timeout(self._timeout_s):
                 data = await self._download(url, attachment, max_bytes)
         except TimeoutError:
             log.warning("discord.fetch_failed", host=url.host, reason="timeout")
-            raise MediaFetchError(f"Discord did not send {_name(attachment)} within {self._timeout_s:g} s") from None
+            raise MediaFetchError(f"Discord did not send it within {self._timeout_s:g} s") from None
         except aiohttp.ClientError as exc:
             log.warning("discord.fetch_failed", host=url.host, reason=type(exc).__name__)
-            raise MediaFetchError(f"the download of {_name(attachment)} from Discord broke off "
-                                  f"({type(exc).__name__})") from None
+            raise MediaFetchError(f"the download from Discord broke off ({type(exc).__name__})") from None
         if attachment.size is not None and len(data) < attachment.size:
-            raise MediaFetchError(f"the download of {_name(attachment)} from Discord was cut short "
-                                  f"({len(data)} of {attachment.size} bytes)")
+            raise MediaFetchError(f"the download from Discord was cut short ({len(data)} of {attachment.size} bytes)")
         return data
 
     async def _download(self, url: yarl.URL, attachment: Attachment, max_bytes: int) -> bytes:
         async with self._open().get(url, allow_redirects=True) as response:
             if response.status in GONE:
-                raise MediaFetchError(f"{_name(attachment)} is no longer available on Discord (its link expires "
-                                      "after about a day, or the message was deleted); please send it again")
+                raise MediaFetchError("it is no longer available on Discord (its link expires after about a day, "
+                                      "or the message was deleted); please send it again")
             if response.status >= 400:
-                raise MediaFetchError(f"Discord failed to send {_name(attachment)} ({response.status})")
+                raise MediaFetchError(f"Discord failed to send it ({response.status})")
             if response.content_length is not None and response.content_length > max_bytes:
-                raise MediaFetchError(f"{_name(attachment)} is too large ({_mb(response.content_length)}; "
-                                      f"the limit is {_mb(max_bytes)})")
+                raise MediaFetchError(f"it is too large ({_mb(response.content_length)}; the limit is {_mb(max_bytes)})")
             data = bytearray()
             async for chunk in response.content.iter_chunked(CHUNK):
                 if len(data) + len(chunk) > max_bytes:
-                    raise MediaFetchError(f"{_name(attachment)} is larger than the limit of {_mb(max_bytes)}")
+                    raise MediaFetchError(f"it is larger than the limit of {_mb(max_bytes)}")
                 data += chunk
             return bytes(data)
-
-
-def _name(attachment: Attachment) -> str:
-    return f'"{attachment.name}"' if attachment.name else "the file"
 
 
 def _mb(size: int) -> str:

@@ -399,8 +399,9 @@ async def test_a_file_goes_in_with_its_message_and_a_strangers_costs_nothing(sta
     assert await replies(fake, channel, 1) == ["A receipt."]
     (stored,) = await rows(app, "SELECT text, attachments FROM messages WHERE direction = 'in'")
     (attachment,) = json.loads(stored["attachments"])
-    assert stored["text"] == "what is this?"
+    assert stored["text"] == "what is this?\n\n[document: receipt.pdf]\nInvoice 42: total 17.50 EUR"  # read once
     assert (attachment["kind"], attachment["name"], attachment["mime"]) == ("document", "receipt.pdf", "application/pdf")
+    assert attachment["ref"].startswith(fake.base_url) and len(fake.downloads) == 1
     downloads = len(fake.downloads)
     stranger = fake.dm(STRANGER, "", attachments=[{"filename": "cat.png", "content_type": "image/png", "data": png()}],
             stickers=["wave"])

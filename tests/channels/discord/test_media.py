@@ -113,7 +113,9 @@ async def test_a_sticker_and_an_embed_only_message_are_other_with_a_label(fake, 
     fake.dm(OWNER, "", embeds=[{"type": "rich", "title": "A card"}])
     fake.dm(OWNER, "a link", embeds=[{"type": "link", "url": "https://example.org"}])
     sticker, embed, link = [await inbox.next() for _ in range(3)]
-    assert [(a.kind, a.label, a.name) for a in sticker.attachments] == [(AttachmentKind.OTHER, "sticker", "wave")]
+    (item,) = sticker.attachments
+    assert (item.kind, item.label, item.name) == (AttachmentKind.OTHER, "sticker", None)  # no file name: "the sticker"
+    assert item.ref.endswith(".png")
     assert [(a.kind, a.label) for a in embed.attachments] == [(AttachmentKind.OTHER, "embed")]
     assert (link.text, link.attachments) == ("a link", ())
 
@@ -122,14 +124,14 @@ async def test_an_oversized_file_is_refused_before_any_download(fake, channel):
     dc, inbox = channel
     fake.dm(OWNER, "", attachments=[{"filename": "big.jpg", "content_type": "image/jpeg", "data": jpeg(extra=3 * MB)}])
     (attachment,) = (await inbox.next()).attachments
-    with pytest.raises(MediaFetchError, match=r'"big.jpg" is too large \(3.0 MB; the limit is 2.0 MB\)'):
+    with pytest.raises(MediaFetchError, match=r"^it is too large \(3.0 MB; the limit is 2.0 MB\)$"):
         await dc.fetch(attachment, max_bytes=2 * MB)
     assert fake.downloads == []
     unknown = dataclasses.replace(attachment, size=None)  # no size given: the server's Content-Length decides
     with pytest.raises(MediaFetchError, match="too large"):
         await dc.fetch(unknown, max_bytes=2 * MB)
     fake.break_file(attachment.ref, chunked=True)  # no length at all: reading stops at the limit
-    with pytest.raises(MediaFetchError, match=r'"big.jpg" is larger than the limit of 2.0 MB'):
+    with pytest.raises(MediaFetchError, match="^it is larger than the limit of 2.0 MB$"):
         await dc.fetch(unknown, max_bytes=2 * MB)
     assert await dc.fetch(unknown, max_bytes=4 * MB) == jpeg(extra=3 * MB)
 
@@ -149,10 +151,11 @@ async def test_gone_failing_cut_and_hanging_downloads_fail_with_a_reason(fake, c
         with pytest.raises(MediaFetchError) as failed:
             await dc.fetch(attachment, max_bytes=MB)
         reasons.append(str(failed.value))
-    assert reasons[0].startswith('"gone.pdf" is no longer available on Discord')
-    assert reasons[1] == 'Discord failed to send "down.pdf" (502)'
-    assert reasons[2].startswith('the download of "cut.pdf" from Discord broke off')
-    assert reasons[3] == 'Discord did not send "hung.pdf" within 0.5 s'
+    assert reasons[0] == ("it is no longer available on Discord (its link expires after about a day, or the message "
+                          "was deleted); please send it again")
+    assert reasons[1] == "Discord failed to send it (502)"
+    assert reasons[2].startswith("the download from Discord broke off (")
+    assert reasons[3] == "Discord did not send it within 0.5 s"
     fake.dm(OWNER, "", attachments=[{"filename": "ok.pdf", "data": data}])
     (ok,) = (await inbox.next()).attachments
     assert await dc.fetch(ok, max_bytes=MB) == data
