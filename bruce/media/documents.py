@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from bruce.errors import MediaError
 
-__all__ = ["DocumentText", "read_document", "decode_text", "cut_note", "own_words", "MARK", "READ_TIMEOUT_S"]
+__all__ = ["DocumentText", "read_document", "decode_text", "cut_note", "own_words", "for_summary", "MARK",
+           "READ_TIMEOUT_S"]
 
 MARK = "[document: "  # a document's text in a message's stored text starts here
 READ_TIMEOUT_S = 30.0  # a PDF not read by then is given up
@@ -111,3 +112,13 @@ def own_words(text: str, attachments: str | None) -> str:
         entries = []
     read = isinstance(entries, list) and any(isinstance(e, dict) and e.get("chars") is not None for e in entries)
     return text.split(MARK, 1)[0].strip() if read else text
+
+
+def for_summary(text: str, attachments: str | None) -> str:
+    """A stored message as the session summary may fold it: a document's text is left out (the
+    summary goes into the system prompt, where nothing from outside belongs), and a short note
+    says a document was read, so the summary still knows it happened."""
+    own = own_words(text, attachments)
+    if own == text:
+        return text
+    return f"{own}\n[a document was read here; its text is left out of the summary: it came from outside]".strip()
