@@ -37,6 +37,7 @@ bench: install-test
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/scheduler_load.py
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/memory_overhead.py
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/send_window.py
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/media_overhead.py
 
 # The kill -9 soak (docs/benchmarks.md, "Crash soak"); minutes, so never part of `make test`.
 # A short run:  make soak SOAK_ARGS="--kills 5 --messages 40 --phase2-reminders 12 --phase2-restarts 1"

@@ -85,7 +85,8 @@ def _telegram(section: Any, context: ChannelContext) -> Channel:
 def _discord(section: Any, context: ChannelContext) -> Channel:
     from channels.discord.channel import DiscordChannel
 
-    return DiscordChannel(section, clock=context.clock, assistant_name=context.config.assistant.name)
+    return DiscordChannel(section, clock=context.clock, assistant_name=context.config.assistant.name,
+                          fetch_timeout_s=context.config.media.fetch_timeout_s)
 
 
 # channel name -> factory taking that channel's config section (``channels.<name>``)

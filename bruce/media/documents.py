@@ -17,9 +17,11 @@ from dataclasses import dataclass
 
 from bruce.errors import MediaError
 
-__all__ = ["DocumentText", "read_document", "decode_text", "cut_note", "own_words", "MARK"]
+__all__ = ["DocumentText", "read_document", "decode_text", "cut_note", "own_words", "for_summary", "MARK",
+           "READ_TIMEOUT_S"]
 
 MARK = "[document: "  # a document's text in a message's stored text starts here
+READ_TIMEOUT_S = 30.0  # a PDF not read by then is given up
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +45,9 @@ def decode_text(data: bytes) -> str:
         return data.decode("cp1252", errors="replace")
 
 
-def _pdf_text(data: bytes, what: str) -> str:
+def _pdf_text(data: bytes, what: str, max_chars: int) -> tuple[str, int, int]:
+    """(text, pages read, pages): pages are read until more than ``max_chars`` were found, so a
+    long PDF costs no more than the part of it that is shown."""
     from pypdf import PdfReader
 
     locked = MediaError(f"I could not read {what}: it is locked with a password.")
@@ -56,21 +60,37 @@ def _pdf_text(data: bytes, what: str) -> str:
                 raise locked from None
             if not opened:
                 raise locked
-        return "\n\n".join((page.extract_text() or "").strip() for page in reader.pages).strip()
+        texts: list[str] = []
+        found = 0
+        for page in reader.pages:
+            texts.append((page.extract_text() or "").strip())
+            found += len(texts[-1]) + 2
+            if found > max_chars:
+                break
+        return "\n\n".join(texts).strip(), len(texts), len(reader.pages)
     except MediaError:
         raise
     except Exception:  # pypdf raises many kinds on a file that is not a PDF or is broken
         raise MediaError(f"I could not read {what}: it is not a PDF, or it is damaged.") from None
 
 
-async def read_document(data: bytes, *, kind: str, what: str, max_chars: int) -> DocumentText:
-    """The text of a document of ``kind`` (".pdf", ".txt", ".md", ".csv"), cut at ``max_chars``."""
+async def read_document(data: bytes, *, kind: str, what: str, max_chars: int,
+                        max_read_s: float = READ_TIMEOUT_S) -> DocumentText:
+    """The text of a document of ``kind`` (".pdf", ".txt", ".md", ".csv"), cut at ``max_chars``. A
+    PDF that takes longer than ``max_read_s`` to read (a crafted or enormous file) is given up with
+    a clear reply; its thread finishes on its own, the conversation does not wait for it."""
     if not data:
         raise MediaError(f"I could not read {what}: it is empty (0 bytes).")
     if kind == ".pdf":
-        text = await asyncio.to_thread(_pdf_text, data, what)
+        try:
+            text, read, pages = await asyncio.wait_for(asyncio.to_thread(_pdf_text, data, what, max_chars), max_read_s)
+        except TimeoutError:
+            raise MediaError(f"I gave up reading {what}: it took longer than {max_read_s:g} s.") from None
         if not text:
             raise MediaError(f"I could not read {what}: it has no text layer (a scan?), and I cannot read scans.")
+        if read < pages:  # stopped early: the whole text's length is not known, its page count is
+            return DocumentText(f"{text[:max_chars]}\n[… cut: the document has {pages} pages, the first {max_chars} "
+                                f"characters are shown]", len(text), True)
     else:
         text = decode_text(data).strip()
         if "\x00" in text:
@@ -92,3 +112,13 @@ def own_words(text: str, attachments: str | None) -> str:
         entries = []
     read = isinstance(entries, list) and any(isinstance(e, dict) and e.get("chars") is not None for e in entries)
     return text.split(MARK, 1)[0].strip() if read else text
+
+
+def for_summary(text: str, attachments: str | None) -> str:
+    """A stored message as the session summary may fold it: a document's text is left out (the
+    summary goes into the system prompt, where nothing from outside belongs), and a short note
+    says a document was read, so the summary still knows it happened."""
+    own = own_words(text, attachments)
+    if own == text:
+        return text
+    return f"{own}\n[a document was read here; its text is left out of the summary: it came from outside]".strip()

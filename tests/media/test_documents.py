@@ -58,3 +58,22 @@ async def test_a_pdf_locked_with_a_password_is_refused() -> None:
     writer.write(out)
     with pytest.raises(MediaError, match="locked with a password"):
         await read_document(out.getvalue(), kind=".pdf", what="plans.pdf", max_chars=1000)
+
+
+async def test_a_long_pdf_is_read_only_as_far_as_it_is_shown() -> None:
+    from tests.fakes.media_files import pdf_pages
+
+    pages = [f"page {n} " + "x" * 300 for n in range(200)]
+    read = await read_document(pdf_pages(pages), kind=".pdf", what="book.pdf", max_chars=1000)
+    assert read.cut and "page 0 " in read.text and "page 3 " in read.text and "page 5 " not in read.text
+    assert read.text.endswith("[… cut: the document has 200 pages, the first 1000 characters are shown]")
+    whole = await read_document(pdf_pages(["one", "two"]), kind=".pdf", what="short.pdf", max_chars=1000)
+    assert (whole.text, whole.cut) == ("one\n\ntwo", False)
+
+
+async def test_a_pdf_that_takes_too_long_to_read_is_given_up_with_a_reply() -> None:
+    from tests.fakes.media_files import pdf_pages
+
+    big = pdf_pages([f"page {n} " + "y" * 2000 for n in range(400)])
+    with pytest.raises(MediaError, match="took longer than 0.001 s"):
+        await read_document(big, kind=".pdf", what="huge.pdf", max_chars=1_000_000, max_read_s=0.001)
