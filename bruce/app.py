@@ -78,7 +78,8 @@ ChannelFactory = Callable[[Any, ChannelContext], Channel]
 def _telegram(section: Any, context: ChannelContext) -> Channel:
     from channels.telegram.channel import TelegramChannel
 
-    return TelegramChannel(section, clock=context.clock, assistant_name=context.config.assistant.name)
+    return TelegramChannel(section, clock=context.clock, assistant_name=context.config.assistant.name,
+                           fetch_timeout_s=context.config.media.fetch_timeout_s)
 
 
 def _discord(section: Any, context: ChannelContext) -> Channel:
