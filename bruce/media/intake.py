@@ -149,7 +149,12 @@ class MediaIntake:
         data = await self._fetch(scope, attachment, what)
         if attachment.kind is AttachmentKind.IMAGE:
             ext = sniff(data, what=what)
-            saved = await asyncio.to_thread(self._keep.save, message_id, n, data, ext)
+            try:
+                saved = await asyncio.to_thread(self._keep.save, message_id, n, data, ext)
+            except OSError as exc:  # a full disk, a data folder we may not write: said, not a crash
+                log.error("media.keep_failed", error=str(exc))
+                raise MediaError(f"I could not keep {what} to look at it: {exc.strerror or exc} "
+                                 "(the data folder).") from None
             return _Made({"saved": saved}, placeholder(attachment), image=image_part(data, ext), saved=saved)
         kind = document_type(attachment)
         if attachment.kind is not AttachmentKind.DOCUMENT or kind is None:  # the rules refuse these first

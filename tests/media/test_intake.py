@@ -325,3 +325,14 @@ async def test_a_documents_text_never_reaches_the_session_summary(app_factory, f
     folded = json.dumps(fake_llm.requests_for("summary"))
     assert "what is this?" in folded and "a document was read here" in folded
     assert "evil@example.org" not in folded
+
+
+async def test_a_photo_that_cannot_be_kept_gets_a_clear_reply_not_a_crash(media_app, fake_llm, channel, tmp_path):
+    (tmp_path / "media").write_text("a file where the media folder should be")  # mkdir fails as on a full disk
+    channel.media["photo-1"] = jpeg()
+    await send(media_app, PHOTO, text="see")
+    (reply,) = channel.texts()
+    assert "I could not keep receipt.jpg to look at it" in reply and "data folder" in reply
+    assert fake_llm.requests == []
+    ((status, error),) = [(t["status"], t["error"]) for t in await rows(media_app, "SELECT status, error FROM turns")]
+    assert status == "failed" and error.startswith("media: ")
