@@ -93,7 +93,10 @@ class MediaIntake:
         if any(e.get("used") for e in entries):
             return None
         attachments = [Attachment.from_json(e) for e in entries]
-        hears, sees = self._transcriber is not None, self._sees_images()
+        hears = self._transcriber is not None
+        images = any(a.kind is AttachmentKind.IMAGE for a in attachments)
+        # litellm's capability data may still be importing right after start-up: never on the event loop
+        sees = await asyncio.to_thread(self._sees_images) if images else True
         reason = message_refusal(attachments, self._settings, hears=hears, sees=sees)
         if reason is not None:
             log.info("media.refused", kinds=[str(a.kind) for a in attachments])
