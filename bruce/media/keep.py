@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from datetime import timedelta
 from pathlib import Path
 
 import structlog
 
 from bruce.clock import Clock
+from bruce.files import write_atomic
 
 __all__ = ["KeptMedia", "FOLDER"]
 
@@ -42,19 +42,7 @@ class KeptMedia:
         folder = self._root / f"{now:%Y-%m}"
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         final = folder / f"{message_id}-{n}.{ext}"
-        temp = folder / f".{final.name}.{os.getpid()}.tmp"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            stamp = now.timestamp()
-            os.utime(temp, (stamp, stamp))
-            os.replace(temp, final)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
+        write_atomic(final, data, mode=0o600, mtime=now.timestamp())
         return final.relative_to(self._data_dir).as_posix()
 
     def read(self, relative: str) -> bytes | None:

@@ -12,14 +12,12 @@ import stat
 
 import pytest
 from aiohttp import FormData
-from aiohttp.test_utils import TestClient, TestServer
 
 from bruce.admin import AdminServer
-from bruce.app import build_app, web_chat
 from bruce.channel import Attachment
 from tests.fakes.llm_server import Step
 from tests.fakes.media_files import jpeg, ogg_opus, pdf_with_text
-from tests.helpers import rows
+from tests.helpers import rows, web_chat_app
 
 TOKEN = "web-chat-admin-token-0123456789abcdef"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
@@ -29,16 +27,8 @@ BEARER = {"Authorization": f"Bearer {TOKEN}"}
 async def web(make_config, clock, tmp_path):
     (tmp_path / "notes").mkdir()
     config = make_config(tools={"files": {"notes_dir": str(tmp_path / "notes")}}, media={"max_file_mb": 1})
-    chat = web_chat(config, clock)  # uploads beside the database: tmp_path/uploads
-    app = await build_app(config, clock=clock, environ={}, extra_channels=[chat])
-    await app.start()
-    server = AdminServer(store=app.store, clock=clock, token=TOKEN, host="127.0.0.1", port=0,
-                         chat_routes=chat.routes())
-    client = TestClient(TestServer(server.app))
-    await client.start_server()
-    yield app, client
-    await client.close()
-    await app.stop()
+    async with web_chat_app(config, clock, TOKEN) as (app, client):
+        yield app, client
 
 
 async def events_until(response, stop: str, timeout: float = 20) -> list[dict]:

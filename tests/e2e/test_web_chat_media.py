@@ -10,13 +10,11 @@ import base64
 
 import pytest
 from aiohttp import FormData
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
-from bruce.admin import AdminServer
-from bruce.app import build_app, web_chat
 from tests.fakes.llm_server import Step
 from tests.fakes.media_files import jpeg, ogg_opus, pdf_with_text
-from tests.helpers import rows
+from tests.helpers import rows, web_chat_app
 
 TOKEN = "web-chat-media-admin-token-0123456789abcdef"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
@@ -25,16 +23,8 @@ BEARER = {"Authorization": f"Bearer {TOKEN}"}
 @pytest.fixture
 async def web(make_config, clock, tmp_path):
     config = make_config(media={"max_file_mb": 1, "vision": True})
-    chat = web_chat(config, clock)
-    app = await build_app(config, clock=clock, environ={}, extra_channels=[chat])
-    await app.start()
-    server = AdminServer(store=app.store, clock=clock, token=TOKEN, host="127.0.0.1", port=0,
-                         chat_routes=chat.routes())
-    client = TestClient(TestServer(server.app))
-    await client.start_server()
-    yield app, client
-    await client.close()
-    await app.stop()
+    async with web_chat_app(config, clock, TOKEN) as (app, client):
+        yield app, client
 
 
 async def send(client: TestClient, text: str, name: str, content: bytes, mime: str) -> int:
