@@ -37,6 +37,7 @@ bench: install-test
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/scheduler_load.py
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/memory_overhead.py
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/send_window.py
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/media_overhead.py
 	# fails (exit 1) when idle memory grew by more than 10 % over benchmarks/footprint.json
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/footprint.py --check
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import os
 import socket
@@ -31,8 +32,13 @@ from bruce.jobs.book import JobBook
 from bruce.jobs.scheduler import Scheduler, SchedulerSettings
 from bruce.limits import RateLimiter
 from bruce.llm.budget import Budget
+from bruce.llm.capabilities import supports_vision
 from bruce.llm.service import LLMService, load_litellm
+from bruce.llm.transcription import Transcription
 from bruce.log import Redactor
+from bruce.media.intake import MediaIntake
+from bruce.media.keep import KeptMedia
+from bruce.media.rules import MediaSettings
 from bruce.memory.long_term import Memory, MemorySettings
 from bruce.runtime.access import Access, AccessRule
 from bruce.runtime.control import Control
@@ -74,13 +80,15 @@ ChannelFactory = Callable[[Any, ChannelContext], Channel]
 def _telegram(section: Any, context: ChannelContext) -> Channel:
     from channels.telegram.channel import TelegramChannel
 
-    return TelegramChannel(section, clock=context.clock, assistant_name=context.config.assistant.name)
+    return TelegramChannel(section, clock=context.clock, assistant_name=context.config.assistant.name,
+                           fetch_timeout_s=context.config.media.fetch_timeout_s)
 
 
 def _discord(section: Any, context: ChannelContext) -> Channel:
     from channels.discord.channel import DiscordChannel
 
-    return DiscordChannel(section, clock=context.clock, assistant_name=context.config.assistant.name)
+    return DiscordChannel(section, clock=context.clock, assistant_name=context.config.assistant.name,
+                          fetch_timeout_s=context.config.media.fetch_timeout_s)
 
 
 # channel name -> factory taking that channel's config section (``channels.<name>``)
@@ -123,11 +131,13 @@ def socket_console(config: Config, clock: Clock) -> SocketConsole:
     return SocketConsole(path=config.console.socket_path, clock=clock, assistant_name=config.assistant.name)
 
 
-def web_chat(clock: Clock) -> Channel:
-    """The admin page's chat (``channels/web_chat.py``), served by ``bruce run`` with the admin page."""
+def web_chat(config: Config, clock: Clock) -> Channel:
+    """The admin page's chat (``channels/web_chat.py``), served by ``bruce run`` with the admin page;
+    files sent there are kept in ``uploads/`` beside the database."""
     from channels.web_chat import WebChat
 
-    return WebChat(clock=clock)
+    return WebChat(clock=clock, uploads=config.storage.path.parent / "uploads", max_file_mb=config.media.max_file_mb,
+                   keep_days=config.media.keep_days)
 
 
 async def probe_mcp(config: Config) -> list[dict[str, Any]]:
@@ -302,7 +312,10 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
     outbox = Outbox(store=store, channels=channels, clock=clock, settings=OutboxSettings(
         send_retries=c.send_retries, backoff_s=c.send_backoff_s, resend_interval_s=c.resend_interval_s,
         resend_max_age_s=c.resend_max_age_s))
-    conversations = _conversations(config, store, clock, llm, registry, confirmations, outbox, channels, memory)
+    kept = KeptMedia(data_dir=config.storage.path.parent, clock=clock, keep_days=config.media.keep_days)
+    media = _media(config, store, channels, kept, clock, llm.budget, environ)
+    conversations = _conversations(config, store, clock, llm, registry, confirmations, outbox, channels, memory,
+                                   media)
     worker = _worker(config, store, clock, llm, conversations, confirmations, outbox, channels,
                      on_answered=memory.after_message if extract_memory else None)
     scheduler = None
@@ -317,7 +330,7 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
     return App(config=config, clock=clock, store=store, llm=llm, registry=registry, worker=worker, outbox=outbox,
                jobs=jobs, control=control, scheduler=scheduler, channels=channels, memory=memory, mcp=mcp, leases=leases,
                shares_tool_workers=shares_tool_workers, adapters=frozenset(CHANNEL_FACTORIES),
-               stop_tools=stop_tool_workers)
+               stop_tools=stop_tool_workers, kept_media=kept)
 
 
 def _memory(config: Config, store: Store, llm: LLMService, clock: Clock) -> Memory:
@@ -329,9 +342,25 @@ def _memory(config: Config, store: Store, llm: LLMService, clock: Clock) -> Memo
         model=m.model or config.llm.summary_model))
 
 
+def _media(config: Config, store: Store, channels: Mapping[str, Channel], kept: KeptMedia, clock: Clock,
+           budget: Budget | None, environ: Mapping[str, str]) -> MediaIntake:
+    """Voice notes, photos and documents (docs/media.md): fetched through the channels the outbox
+    sends with; heard by ``media.transcription_model``; photos when ``media.vision`` says so, else
+    when litellm's data says ``llm.model`` takes images (asked once, at the first photo)."""
+    m = config.media
+    transcriber = Transcription(m, config.llm, store=store, clock=clock, budget=budget, environ=environ) \
+        if m.transcription_model else None
+    vision = functools.cache(lambda: m.vision if m.vision is not None else supports_vision(config.llm.model))
+    return MediaIntake(
+        store=store, channels=channels, keep=kept, transcriber=transcriber, sees_images=vision,
+        settings=MediaSettings(enabled=m.enabled, max_voice_s=m.max_voice_s, max_file_mb=m.max_file_mb,
+                               keep_days=m.keep_days, max_document_chars=m.max_document_chars,
+                               fetch_timeout_s=m.fetch_timeout_s))
+
+
 def _conversations(config: Config, store: Store, clock: Clock, llm: LLMService, registry: ToolRegistry,
                    confirmations: Confirmations, outbox: Outbox, channels: Mapping[str, Channel],
-                   memory: Memory) -> Conversations:
+                   memory: Memory, media: MediaIntake) -> Conversations:
     """The turn engine: one runner, the chat commands, the decisions, in one conversation's order."""
     a = config.assistant
     desk = ApprovalDesk(store=store, llm=llm, registry=registry, confirmations=confirmations, outbox=outbox,
@@ -340,7 +369,7 @@ def _conversations(config: Config, store: Store, clock: Clock, llm: LLMService, 
     runner = TurnRunner(
         store=store, llm=llm, registry=registry, clock=clock, outbox=outbox, indicator=indicator,
         delivery=Delivery(store=store, outbox=outbox, artifacts_dir=config.tools.artifacts.dir),
-        budget=llm.budget, memory=memory,
+        budget=llm.budget, memory=memory, media=media,
         settings=TurnSettings(name=a.name, system_prompt=a.system_prompt, zone=a.zone, max_model_calls=a.max_turns,
                               max_turn_tokens=a.max_turn_tokens,
                               history_limit=a.history_limit, summary_batch=a.summary_batch,

@@ -4,7 +4,10 @@ The owner chats with Bruce in the browser through the same worker, audit and pol
 channel. The admin app (``bruce.admin``) serves the page and puts its token gate (and CSRF) in
 front of these routes, which the app assembly mounts (``routes``):
 
-* ``POST /api/chat/messages`` ``{"text": "..."}``: delivered like any message (202);
+* ``POST /api/chat/messages`` ``{"text": "..."}``: delivered like any message (202); or a
+  ``multipart/form-data`` body with ``text`` (the caption, may be empty) and up to 10 ``files``:
+  stored under the uploads folder (``channels/web_uploads.py``), then delivered as one message
+  with those attachments, which the core fetches back (``fetch``);
 * ``GET /api/chat/events``: server-sent events, one JSON object per event: ``thinking``,
   ``tool_started`` (with the tool's ``activity`` label) / ``tool_finished``, ``delta`` (the
   answer's text as it streams), ``text`` (a reply), ``confirmation`` (Approve / Deny; none for a step-up request), ``file``;
@@ -29,12 +32,13 @@ from typing import Any, cast
 import structlog
 from aiohttp import web
 
-from bruce.channel import ConfirmationRequest, IncomingMessage, LocalInbound
+from bruce.channel import Attachment, ConfirmationRequest, IncomingMessage, LocalInbound
 from bruce.clock import Clock
-from bruce.errors import ChannelSendError, StoreError
+from bruce.errors import ChannelSendError, MediaFetchError, StoreError
 from bruce.safe_text import read_json
 from bruce.turns.progress import ProgressEvent, TextDelta, Thinking, ToolFinished, ToolStarted
 from bruce.values import ConversationId
+from channels.web_uploads import MAX_FILES, UploadRefused, Uploads
 
 __all__ = ["WebChat", "CHAT_ID", "USER_ID"]
 
@@ -72,8 +76,12 @@ class WebChat:
     name = "web"
     max_message_length = MAX_TEXT_CHARS
 
-    def __init__(self, *, clock: Clock) -> None:
+    def __init__(self, *, clock: Clock, uploads: Path | None = None, max_file_mb: float = 20.0,
+                 keep_days: int = 30) -> None:
+        """``uploads``: the folder files sent from the page are kept in (None: the page sends text only)."""
         self._clock = clock
+        self._uploads = None if uploads is None else Uploads(uploads, clock=clock, max_file_mb=max_file_mb,
+                                                             keep_days=keep_days, max_text_chars=MAX_TEXT_CHARS)
         self._inbound: LocalInbound | None = None
         self._pages: set[asyncio.Queue[dict[str, Any] | None]] = set()
 
@@ -83,6 +91,8 @@ class WebChat:
 
     async def start(self, inbound: Any) -> None:
         self._inbound = cast(LocalInbound, inbound)
+        if self._uploads is not None:
+            await asyncio.to_thread(self._uploads.clean_if_due)
 
     async def stop(self) -> None:
         self._inbound = None
@@ -121,6 +131,12 @@ class WebChat:
     async def send_file(self, chat_id: str, path: Path, caption: str | None = None) -> None:
         await self.broadcast({"type": "file", "name": path.name, "caption": caption})
 
+    async def fetch(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        """An uploaded file's bytes (``MediaChannel``)."""
+        if self._uploads is None:
+            raise MediaFetchError("this web chat keeps no uploads")
+        return await self._uploads.fetch(attachment.ref, max_bytes=max_bytes)
+
     # routes (mounted behind the admin token by the app assembly) ----------------------------
 
     def routes(self) -> list[web.RouteDef]:
@@ -142,21 +158,47 @@ class WebChat:
         inbound = self._inbound
         if inbound is None:
             return web.json_response({"error": "Bruce is stopping; try again after the restart"}, status=503)
+        if request.content_type == "multipart/form-data":
+            return await self._upload(request, inbound)
         text = (await self._body(request)).get("text")
         if not isinstance(text, str) or not text.strip():
             return web.json_response({"error": "text: give the message as a non-empty string"}, status=400)
         if len(text) > MAX_TEXT_CHARS:
             return web.json_response({"error": f"text: at most {MAX_TEXT_CHARS} characters (got {len(text)})"},
                                      status=400)
+        return await self._deliver(inbound, text, ())
+
+    async def _upload(self, request: web.Request, inbound: LocalInbound) -> web.Response:
+        uploads = self._uploads
+        if uploads is None:
+            return web.json_response({"error": "this web chat takes no files"}, status=400)
+        if (request.content_length or 0) > uploads.max_body_bytes:
+            return web.json_response({"error": f"the upload is larger than {MAX_FILES} files of media.max_file_mb "
+                                               f"({uploads.max_file_mb:g} MB) each; nothing was sent"}, status=413)
+        await asyncio.to_thread(uploads.clean_if_due)
+        try:
+            received = await uploads.receive(request)
+        except UploadRefused as exc:
+            log.info("web.upload_refused", status=exc.status, error=exc.message)
+            return web.json_response({"error": exc.message}, status=exc.status)
+        if not received.text.strip() and not received.attachments:
+            return web.json_response({"error": "text: give a message, a file, or both"}, status=400)
+        response = await self._deliver(inbound, received.text, received.attachments)
+        if response.status != 202:
+            uploads.discard(received.attachments)
+        return response
+
+    async def _deliver(self, inbound: LocalInbound, text: str, attachments: tuple[Attachment, ...]) -> web.Response:
         message = IncomingMessage(channel=self.name, chat_id=CHAT_ID, sender_id=USER_ID, text=text,
                                   platform_message_id=f"web:{uuid.uuid4().hex}", timestamp=self._clock.now(),
-                                  private=True, sender_name="owner")
+                                  private=True, sender_name="owner", attachments=attachments)
         try:
             await inbound.deliver(message)
         except StoreError as exc:
             log.warning("web.store_failed", error=str(exc))
             return web.json_response({"error": "the message could not be stored; send it again"}, status=503)
-        return web.json_response({"stored": True}, status=202)
+        shown = [{"name": a.name, "kind": str(a.kind), "size": a.size} for a in attachments]
+        return web.json_response({"stored": True, "attachments": shown} if shown else {"stored": True}, status=202)
 
     async def _decide(self, request: web.Request) -> web.Response:
         inbound = self._inbound

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+
+from aiohttp.test_utils import TestClient, TestServer
 
 from bruce.runtime.daemon import App
 
@@ -53,3 +57,23 @@ def contract(name: str, risk: Risk = Risk.LOW, **overrides: Any) -> ToolContract
     )
     fields.update(overrides)
     return ToolContract(**fields)
+
+
+@asynccontextmanager
+async def web_chat_app(config: Any, clock: Any, token: str) -> AsyncIterator[tuple[App, TestClient]]:
+    """The app with the web chat as its channel, and an HTTP client of the admin page serving it."""
+    from bruce.admin import AdminServer
+    from bruce.app import build_app, web_chat
+
+    chat = web_chat(config, clock)  # uploads beside the database
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[chat])
+    await app.start()
+    server = AdminServer(store=app.store, clock=clock, token=token, host="127.0.0.1", port=0,
+                         chat_routes=chat.routes())
+    client = TestClient(TestServer(server.app))
+    await client.start_server()
+    try:
+        yield app, client
+    finally:
+        await client.close()
+        await app.stop()

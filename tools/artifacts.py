@@ -40,8 +40,8 @@ from typing import Any
 from bruce.clock import parse_iso
 from bruce.contracts import DryRun, Risk, ToolContext, ToolContract, ToolHandler
 from bruce.errors import ToolFailed
+from bruce.files import write_atomic
 from bruce.store import Store
-from tools.files import write_atomic
 
 __all__ = ["ARTIFACT_SAVE", "artifact_save_tool", "safe_filename", "EXTENSIONS"]
 

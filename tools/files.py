@@ -24,40 +24,21 @@ from __future__ import annotations
 import asyncio
 import difflib
 import hashlib
-import os
-import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from bruce.contracts import DryRun, Risk, ToolContext, ToolContract, ToolHandler
 from bruce.errors import ToolFailed
+from bruce.files import write_atomic
 
-__all__ = ["FILES_WRITE", "files_write_tool", "write_atomic"]
+__all__ = ["FILES_WRITE", "files_write_tool"]
 
 ALLOWED_EXTENSIONS = frozenset({".md", ".txt"})
 DIFF_MAX_CHARS = 4000
 DIFF_MAX_WORK = 500_000  # line comparisons one preview's diff may take (about 0.2 s at most, in a thread)
 DEFAULT_MAX_BYTES = 200_000
 _CONTEXT_LINES = 3
-
-
-def write_atomic(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` through a temporary file in the same folder and ``os.replace``.
-    A replaced file keeps its permission bits; a new one gets the usual umask-based mode."""
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if target.exists():
-            os.chmod(tmp, target.stat().st_mode & 0o7777)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _relative(raw: str) -> PurePosixPath:

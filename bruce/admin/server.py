@@ -1,8 +1,8 @@
 """The admin app: its lifecycle, the Host check, the auth gate (``bruce.admin.auth``), the
 security headers on every response, ``/login`` and ``/logout``, and ``GET /healthz`` (no token needed). The pages are
 groups in ``bruce.admin.pages``, each a class with its ``routes()``, mounted here behind the
-gate in this order: logs, metrics, llm, turns, jobs, pairing, memory, artifacts, chat, evals,
-then the web chat channel's own routes and the static files.
+gate in this order: logs, metrics, llm, turns, media (kept photos), jobs, pairing, memory,
+artifacts, chat, evals, then the web chat channel's own routes and the static files.
 
 Every request, ``/healthz`` and the web chat's included, first passes the Host check: the
 ``Host`` header must name this machine (``localhost``, a loopback address), the address the page
@@ -27,6 +27,7 @@ from bruce.admin.pages.evals import EvalPages
 from bruce.admin.pages.jobs import JobPages
 from bruce.admin.pages.llm import LLMPages
 from bruce.admin.pages.logs import LogPages
+from bruce.admin.pages.media import MediaFiles, MediaPages
 from bruce.admin.pages.memory import MemoryPages
 from bruce.admin.pages.metrics import MetricsPage
 from bruce.admin.pages.pairing import PairingPages
@@ -58,7 +59,9 @@ class AdminServer:
                  health: Health | None = None, artifacts_dir: Path | None = None, jobs: JobBook | None = None,
                  budget: Budget | None = None, zone: ZoneInfo | None = None,
                  chat_routes: list[web.RouteDef] | None = None, eval_runs_dir: Path | None = None,
-                 allowed_hosts: Sequence[str] = ()) -> None:
+                 allowed_hosts: Sequence[str] = (), data_dir: Path | None = None) -> None:
+        """``data_dir``: the data folder (``storage.path``'s), whose ``media/`` holds the kept
+        photos shown on a turn's trace; None: none is shown."""
         self._store = store
         self._clock = clock
         self._token = token
@@ -74,9 +77,11 @@ class AdminServer:
         page = self._templates.page
         self._logs = LogPages(store.audit, page)
         chat_routes = chat_routes or []
+        files = MediaFiles(data_dir)
         self._pages: list[PageGroup] = [
             self._logs, MetricsPage(store.stats), LLMPages(store, clock, zone or ZoneInfo("UTC"), budget, page),
-            TurnPages(store.audit, page), JobPages(store.jobs, jobs, page), PairingPages(store.pairing, page),
+            TurnPages(store.audit, page, files), MediaPages(store.media, files), JobPages(store.jobs, jobs, page),
+            PairingPages(store.pairing, page),
             MemoryPages(store.memory, page), ArtifactPages(store.artifacts, artifacts_dir, page),
             ChatPage(store.messages, page, served=bool(chat_routes)), EvalPages(eval_runs_dir, page)]
         self.app = self._build(chat_routes)

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from bruce.actions.guests import guest_tool_problems
+from bruce.cli.checks.media import media_problems, media_warnings
 from bruce.config.rules import MIN_ADMIN_TOKEN, admin_token_problem, is_loopback, unknown_overrides
 from bruce.config.schema import Config
 from bruce.errors import ConfigError, ContractError
 from bruce.runtime.event_loop import loop_factory
 
-__all__ = ["check_config"]
+__all__ = ["check_config", "config_warnings"]
 
 
 def check_config(config: Config, *, source: str | None = None) -> None:
@@ -17,7 +18,8 @@ def check_config(config: Config, *, source: str | None = None) -> None:
     database is opened): each contract is complete and consistent, no two share a name, and
     ``tools.overrides`` names only tools that exist; ``access.guest_tools`` names only tools a
     guest may have (``bruce.actions.guests``); ``admin.token`` is long enough (and set when
-    the page listens beyond loopback). Raises ConfigError naming each problem."""
+    the page listens beyond loopback); ``media.transcription_model`` names its provider and
+    ``media.api_base`` is a URL (``bruce.cli.checks.media``). Raises ConfigError naming each problem."""
     from bruce.actions.checks import check_contract
     from bruce.app import tool_set
 
@@ -44,9 +46,16 @@ def check_config(config: Config, *, source: str | None = None) -> None:
     token_problem = admin_token_problem(admin.token.get_secret_value() if admin.token else None)
     if token_problem:  # set, it guards `bruce mcp serve` too, even with the page disabled
         problems.append(token_problem)
+    problems += media_problems(config.media)
     try:
         loop_factory(config.runtime.event_loop)  # runtime.event_loop: uvloop where it cannot be loaded
     except ConfigError as exc:
         problems += exc.problems
     if problems:
         raise ConfigError(problems, source=source)
+
+
+def config_warnings(config: Config) -> list[str]:
+    """What start-up accepts but is likely not what was meant, each naming its key
+    (``bruce config check`` prints them; ``bruce doctor`` shows them as ``!`` lines)."""
+    return media_warnings(config)

@@ -10,6 +10,8 @@ any line is ✗, else 0. Tokens and keys are never printed: a secret is named by
 came from (``$TELEGRAM_BOT_TOKEN``), or by its last four characters when the config holds it.
 The LLM check makes one tiny call per model (primary and each fallback) through ``LLMService``,
 recorded in a scratch in-memory database: the real one is only opened, never written by a call.
+The media check says ``media: off`` or ``voice: not set up``, else sends the transcription model
+half a second of silence and reports how long it took to answer.
 The checks themselves are in ``bruce/cli/checks/``, one module per subject.
 """
 
@@ -21,9 +23,10 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from bruce.cli.check import check_config
+from bruce.cli.check import check_config, config_warnings
 from bruce.cli.checks.admin import check_admin
 from bruce.cli.checks.findings import Finding, Mark, check_secrets_in_file
+from bruce.cli.checks.media import check_media
 from bruce.cli.checks.models import check_models
 from bruce.cli.checks.platforms import check_channels, check_daemon, check_mcp
 from bruce.cli.checks.storage import check_database, check_disk, check_timezone
@@ -68,6 +71,7 @@ async def diagnose(config_path: Path, *, environ: Mapping[str, str] | None = Non
     raw = parse_yaml(Path(config_path).read_text(encoding="utf-8"))
     findings = [Finding(Mark.OK, f"config {config_path}: valid, as `bruce run` checks it")]
     findings += check_secrets_in_file(raw)
+    findings += [Finding(Mark.WARN, warning) for warning in config_warnings(config)]
     for finding in findings:
         out(finding.line())
     checks = await _run_checks(config, raw, environ, llm=llm, timeout_s=timeout_s, unit=unit, out=out)
@@ -82,6 +86,7 @@ async def _run_checks(config: Config, raw: object, environ: Mapping[str, str], *
     for found in (await check_database(config), check_disk(config), check_timezone(config),
                   await check_models(config, raw, environ, timeout_s) if llm
                   else [Finding(Mark.SKIP, "llm: not called (--no-llm)")],
+                  await check_media(config, raw, environ, timeout_s, call=llm),
                   await check_channels(config, raw, timeout_s), await check_daemon(config), check_mcp(config),
                   check_admin(config, raw), check_systemd(config, unit)):
         for finding in found:

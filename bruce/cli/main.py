@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from bruce.channel import LocalDecision
-from bruce.cli.check import check_config
+from bruce.cli.check import check_config, config_warnings
 from bruce.config.loader import default_config_path, load_config
 from bruce.config.schema import Config
 from bruce.errors import BruceError, ConfigError
@@ -139,8 +139,10 @@ async def _serve(config: Config, redactor: Redactor) -> int:
     started = time.monotonic()
     signals = _Signals(asyncio.get_running_loop())  # before anything starts: no signal is lost
     loading = asyncio.create_task(load_libraries(config), name="app.load_libraries")
+    for warning in config_warnings(config):  # what `bruce config check` prints after "config ok"
+        log.warning("config.warning", warning=warning)
     clock = SystemClock()
-    extra = [socket_console(config, clock)] + ([web_chat(clock)] if config.admin.enabled else [])
+    extra = [socket_console(config, clock)] + ([web_chat(config, clock)] if config.admin.enabled else [])
     try:
         app = await build_app(config, clock=clock, redactor=redactor, extra_channels=extra)
     except BaseException:
@@ -362,6 +364,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return FORCED_EXIT
 
 
+def _config_ok(config: Config, path: Path) -> int:
+    """``bruce config check`` on a config start-up accepts: say so, then what deserves a look."""
+    print(f"config ok: {path}")
+    for warning in config_warnings(config):
+        print(f"warning: {warning}")
+    return 0
+
+
 def _main(argv: Sequence[str] | None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args = _parser().parse_args(argv)
@@ -377,8 +387,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"bruce: {exc}", file=sys.stderr)
         return 2
     if args.command == "config":
-        print(f"config ok: {args.config or default_config_path()}")
-        return 0
+        return _config_ok(config, args.config or default_config_path())
     if args.command == "tools":
         return _print_tools(config, getattr(args, "name", None))
     if args.command in ("pairing", "jobs", "usage", "budget", "memory"):

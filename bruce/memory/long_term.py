@@ -29,6 +29,7 @@ import structlog
 
 from bruce.clock import Clock, utc_iso
 from bruce.errors import LLMError
+from bruce.media.documents import own_words
 from bruce.records import Fact
 from bruce.store import Store
 from bruce.turns.agent_loop import LLM
@@ -168,13 +169,14 @@ class Memory:
         new = 0
         async with lock, self._slots:
             message = await self._store.messages.get(message_id)
-            if message is None or message.direction != Direction.IN or not message.text.strip() \
+            words = own_words(message.text, message.attachments) if message is not None else ""  # no document's text
+            if message is None or message.direction != Direction.IN or not words.strip() \
                     or message.text.lstrip().startswith("/"):
                 return
             source_turn = await self._store.messages.turn_of(message_id)
             answer = await self._ask(conversation_id, "extraction", [
                 {"role": "system", "content": EXTRACTION_INSTRUCTIONS},
-                {"role": "user", "content": f"The user's message:\n{message.text[:8000]}"}])
+                {"role": "user", "content": f"The user's message:\n{words[:8000]}"}])
             if answer is None:
                 return
             facts = parse_facts(answer)

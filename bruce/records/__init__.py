@@ -20,6 +20,7 @@ from bruce.records.memory import Fact, MemorySummary
 from bruce.records.messages import AnsweredTurn, StoredMessage, StoredTurn, Summary, TurnView
 from bruce.records.usage import (
     Count,
+    KindTotals,
     LatencyHistogram,
     ModelTotals,
     Spent,
@@ -52,6 +53,7 @@ __all__ = [
     "Fact",
     "MemorySummary",
     "Spent",
+    "KindTotals",
     "UsageRow",
     "StoredLLMCall",
     "StoredToolExecution",

@@ -85,9 +85,11 @@ class StoredTurn:
 @dataclass(frozen=True, slots=True)
 class AnsweredTurn:
     """A turn whose answer is in the current session (since ``/new``), and what may have brought
-    text from outside into it: the tools it called that returned an output, and whether it was a
-    run of an untrusted job (``bruce.turns.carried`` decides from these)."""
+    text from outside into it: the tools it called that returned an output, whether it was a
+    run of an untrusted job, and whether its message carried a document that was read
+    (``bruce.turns.carried`` decides from these)."""
 
     id: str
     untrusted_run: bool
     tools: tuple[str, ...]  # contract names, in the order they were called
+    read_document: bool = False  # the message it answered carried a document whose text the model read

@@ -17,6 +17,7 @@ __all__ = [
     "TurnTrace",
     "Count",
     "ModelTotals",
+    "KindTotals",
     "LatencyHistogram",
     "as_dict",
 ]
@@ -63,6 +64,7 @@ class StoredLLMCall:
     cost_usd: float | None
     error: str | None
     created_at: str
+    kind: str = "chat"  # ``LLMCallKind``: a completion, or a voice note's transcription
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,7 @@ class TracedMessage:
     text: str
     sender_id: str | None
     created_at: str
+    attachments: str | None = None  # the JSON list the message carried (``StoredMessage.attachments``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +134,17 @@ class ModelTotals:
     model: str
     prompt_tokens: int
     completion_tokens: int
+    usd: float
+
+
+@dataclass(frozen=True, slots=True)
+class KindTotals:
+    """The model calls of one ``LLMCallKind``: how many, how many failed, their mean latency and cost."""
+
+    kind: str
+    calls: int
+    failed: int
+    mean_latency_ms: float
     usd: float
 
 

@@ -23,6 +23,7 @@ from bruce.errors import BruceError
 from bruce.jobs.book import JobBook
 from bruce.jobs.scheduler import Scheduler
 from bruce.llm.service import LLMService
+from bruce.media.keep import KeptMedia
 from bruce.memory.long_term import Memory
 from bruce.runtime.control import Control, ServerStatus
 from bruce.runtime.event_loop import running_loop_name
@@ -67,6 +68,7 @@ class App:
     adapters: frozenset[str] = frozenset()  # the chat platforms this build has an adapter for
     stop_tools: Callable[[], None] = lambda: None  # ends the tools' worker processes (calculator, page reader)
     leases: Leases | None = None  # this process's hold on its channels and the scheduler (one per database)
+    kept_media: KeptMedia | None = None  # photos kept for media.keep_days, cleaned at start and daily
     # False while ``bruce run`` loads the model client and its channels do not read yet: /healthz says "starting"
     ready: bool = True
     _stopped: bool = field(default=False, init=False)
@@ -131,6 +133,8 @@ class App:
         for note in self.warnings():
             log.warning("app.setup_incomplete", hint=note)
         await self.worker.recover(up_to_id=left_over)
+        if self.kept_media is not None:
+            await self.kept_media.start()
         if self.scheduler is not None:
             await self.scheduler.start()
 
@@ -153,7 +157,8 @@ class App:
                                  health=self._health, artifacts_dir=self.config.tools.artifacts.dir, jobs=self.jobs,
                                  budget=self.llm.budget, zone=self.config.assistant.zone,
                                  chat_routes=chat.routes() if chat is not None and hasattr(chat, "routes") else None,
-                                 eval_runs_dir=self.config.eval.runs_dir, allowed_hosts=a.allowed_hosts)
+                                 eval_runs_dir=self.config.eval.runs_dir, allowed_hosts=a.allowed_hosts,
+                                 data_dir=self.config.storage.path.parent)
         try:
             return await self.admin.start()
         except OSError as exc:
@@ -178,6 +183,8 @@ class App:
             return
         self._stopped = True
         try:
+            if self.kept_media is not None:
+                await self.kept_media.stop()
             if self.scheduler is not None:
                 await self.scheduler.stop()  # no new firing; the runs in flight drain with the turns
             await self.worker.close(self.config.assistant.shutdown_timeout_s)

@@ -2,7 +2,8 @@
 
 The worker keeps the last ``history_limit`` messages verbatim; once at least ``batch``
 older messages are not yet covered, one LLM call folds them (with the previous summary)
-into a new ``session_summaries`` row. ``/new`` folds all of the session at once
+into a new ``session_summaries`` row. A document's text is never folded (``for_summary``): the
+summary is read into the system prompt, and a document is text from outside. ``/new`` folds all of the session at once
 (``fold_session``). Its LLM call is recorded under a turn of source ``summary``.
 """
 
@@ -14,6 +15,7 @@ from enum import StrEnum
 import structlog
 
 from bruce.errors import LLMError
+from bruce.media.documents import for_summary
 from bruce.records import StoredMessage
 from bruce.store import Store
 from bruce.turns.agent_loop import LLM
@@ -62,7 +64,8 @@ async def _summarize(
     store: Store, llm: LLM, conversation_id: ConversationId, older: list[StoredMessage], model: str | None,
 ) -> bool:
     previous = await store.messages.latest_summary(str(conversation_id))
-    transcript = "\n".join(f"{m.role}: {m.text}" for m in older)
+    # a document's text stays out: the summary is part of the system prompt (docs/security.md)
+    transcript = "\n".join(f"{m.role}: {for_summary(m.text, m.attachments)}" for m in older)
     prompt = (
         f"Previous summary:\n{previous.summary if previous else '(none)'}\n\n"
         f"New messages:\n{transcript}"

@@ -126,10 +126,14 @@ class AuditStore:
     async def answered_turns(self, conversation_id: str) -> list[AnsweredTurn]:
         """The turns whose answers are in the current session (since ``/new``): in the history a turn
         sees, or folded into the summary made during the session. With each, the tools it called
-        that returned an output, and whether it was a run of an untrusted job. One indexed read."""
+        that returned an output, whether it was a run of an untrusted job, and whether its message
+        carried a document that was read (``bruce.media``). One indexed read."""
         def work(db: sqlite3.Connection) -> list[AnsweredTurn]:
             rows = db.execute(
-                "SELECT t.id, COALESCE(j.untrusted, 0) AS untrusted_run, te.tool_name FROM turns t"
+                "SELECT t.id, COALESCE(j.untrusted, 0) AS untrusted_run, te.tool_name,"
+                " EXISTS (SELECT 1 FROM messages im, json_each(im.attachments) a WHERE im.id = t.inbound_message_id"
+                "  AND json_valid(im.attachments) AND json_extract(a.value, '$.kind') = 'document'"
+                "  AND json_extract(a.value, '$.chars') IS NOT NULL) AS read_document FROM turns t"
                 " LEFT JOIN proactive_jobs j ON j.id = t.job_id"
                 " LEFT JOIN tool_executions te ON te.turn_id = t.id AND te.output IS NOT NULL"
                 " WHERE t.id IN (SELECT m.turn_id FROM messages m WHERE m.conversation_id = ? AND m.id > ?"
@@ -138,7 +142,8 @@ class AuditStore:
                 (conversation_id, session_start(db, conversation_id))).fetchall()
             turns: dict[str, AnsweredTurn] = {}
             for row in rows:
-                turn = turns.get(row["id"]) or AnsweredTurn(str(row["id"]), bool(row["untrusted_run"]), ())
+                turn = turns.get(row["id"]) or AnsweredTurn(str(row["id"]), bool(row["untrusted_run"]), (),
+                                                            bool(row["read_document"]))
                 tools = (*turn.tools, str(row["tool_name"])) if row["tool_name"] is not None else turn.tools
                 turns[turn.id] = replace(turn, tools=tools)
             return list(turns.values())
@@ -194,7 +199,7 @@ class AuditStore:
             return None
         message = None
         if turn["inbound_message_id"] is not None:
-            message = await self._db.row("SELECT id, text, sender_id, created_at FROM messages WHERE id = ?",
+            message = await self._db.row("SELECT id, text, sender_id, created_at, attachments FROM messages WHERE id = ?",
                                          (turn["inbound_message_id"],))
         calls = await self._db.rows("SELECT * FROM llm_calls WHERE turn_id = ? ORDER BY seq, id", (turn_id,))
         executions = await self._db.rows("SELECT * FROM tool_executions WHERE turn_id = ? ORDER BY id", (turn_id,))
@@ -208,8 +213,8 @@ class AuditStore:
                          replies=[from_row(TracedReply, r) for r in replies])
 
     async def llm_calls(self, *, filters: dict[str, str], before_id: int | None, limit: int) -> list[StoredLLMCall]:
-        """Newest first; ``filters`` on model, status, ``since`` / ``until``; ``before_id``: the cursor."""
-        rows = await self._page("llm_calls", ("model", "status"), filters, before_id=before_id, after_id=None,
+        """Newest first; ``filters`` on model, status, kind, ``since`` / ``until``; ``before_id``: the cursor."""
+        rows = await self._page("llm_calls", ("model", "status", "kind"), filters, before_id=before_id, after_id=None,
                                 limit=limit)
         return [from_row(StoredLLMCall, r) for r in rows]
 

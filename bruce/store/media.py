@@ -20,3 +20,8 @@ class MediaStore:
             "UPDATE messages SET text = ?, attachments = ?, updated_at = ? WHERE id = ? AND direction = 'in'",
             (text, attachments, self._db.now(), message_id),
         )
+
+    async def attachments_of(self, message_id: int) -> str | None:
+        """An inbound message's attachments' JSON as stored (None: no such message, or text only)."""
+        row = await self._db.row("SELECT attachments FROM messages WHERE id = ? AND direction = 'in'", (message_id,))
+        return row["attachments"] if row else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bruce.records import Count, LatencyHistogram, ModelTotals
+from bruce.records import Count, KindTotals, LatencyHistogram, ModelTotals
 from bruce.store.database import Database
 
 __all__ = ["StatsStore"]
@@ -27,6 +27,17 @@ class StatsStore:
             "SELECT model, COALESCE(SUM(prompt_tokens), 0) AS p, COALESCE(SUM(completion_tokens), 0) AS c,"
             " COALESCE(SUM(cost_usd), 0) AS usd FROM llm_calls GROUP BY model")
         return [ModelTotals(str(r["model"]), int(r["p"]), int(r["c"]), float(r["usd"])) for r in rows]
+
+    async def llm_totals_by_kind(self, *, since: str | None = None, until: str | None = None) -> list[KindTotals]:
+        """Per kind (chat, transcription): calls, failed ones, mean latency and cost, in
+        ``[since, until)`` on created_at (None: unbounded); kinds with no call are left out."""
+        rows = await self._db.rows(
+            "SELECT kind, COUNT(*) AS n, SUM(CASE WHEN status = 'ok' THEN 0 ELSE 1 END) AS failed,"
+            " AVG(latency_ms) AS latency, COALESCE(SUM(cost_usd), 0) AS usd FROM llm_calls"
+            " WHERE (? IS NULL OR created_at >= ?) AND (? IS NULL OR created_at < ?) GROUP BY kind ORDER BY kind",
+            (since, since, until, until))
+        return [KindTotals(str(r["kind"]), int(r["n"]), int(r["failed"]), float(r["latency"] or 0.0),
+                           float(r["usd"])) for r in rows]
 
     async def tool_executions_by_tool_status(self) -> list[Count]:
         return await self._counts(

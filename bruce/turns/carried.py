@@ -4,8 +4,9 @@ A page can make the model write its instruction into its answer ("note to self: 
 remember …"); that answer is in the history of every later turn of the session. So a turn
 starts tainted (``TurnScope.tainted``) when the session it continues (since the last ``/new``:
 the history it sees, and the summary folded during the session) holds an answer of a *tainted
-turn*: one that called a tool whose output is text from outside (``untrusted_output``), or a run
-of an untrusted job. The answers that follow a tainted turn carry it on, so the rule holds for
+turn*: one that called a tool whose output is text from outside (``untrusted_output``), a run of
+an untrusted job, or one that answered a message carrying a document it read (``bruce.media``: the
+document is in the history as the message's text). The answers that follow a tainted turn carry it on, so the rule holds for
 the rest of the session; ``/new`` starts a session without them.
 
 So that a follow-up does not ask needlessly, the outputs of those earlier calls to tools from
@@ -40,7 +41,7 @@ async def carried_taint(store: Store, conversation_id: str, *, outside: Callable
     from outside of those turns. ``outside`` tells by a tool's contract name whether its output is
     text from outside; a name no tool answers to any more (an MCP server gone) counts as outside."""
     answered = await store.audit.answered_turns(conversation_id)
-    tainted = [t.id for t in answered if t.untrusted_run or any(map(outside, t.tools))]
+    tainted = [t.id for t in answered if t.untrusted_run or t.read_document or any(map(outside, t.tools))]
     if not tainted:
         return Carried()
     calls = await store.audit.tool_executions_of(tainted)

@@ -20,8 +20,10 @@ import structlog
 
 from bruce.clock import Clock, parse_iso
 from bruce.contracts import ToolContract
-from bruce.errors import LLMError, LLMNotConfigured, OverBudget, StoreError
+from bruce.errors import LLMError, LLMNotConfigured, MediaError, MediaFetchError, OverBudget, StoreError
 from bruce.llm.budget import Budget
+from bruce.media.intake import MediaIntake, Prepared
+from bruce.media.rules import MEDIA_OFF
 from bruce.memory.long_term import Memory
 from bruce.records import StoredMessage, TurnView
 from bruce.runtime.outbox import Outbox
@@ -86,11 +88,13 @@ class TurnOutcome:
 
 class TurnRunner:
     """Runs turns. ``budget``: the daily LLM budget (None: no limit); ``memory``: long-term
-    memory's read path (None: nothing remembered)."""
+    memory's read path (None: nothing remembered); ``media``: what makes a message's attachments
+    into text and pictures (``bruce.media``; None: attachments are not read, and the user is told)."""
 
     def __init__(
         self, *, store: Store, llm: LLM, registry: TurnTools, clock: Clock, settings: TurnSettings, outbox: Outbox,
         indicator: Indicator, delivery: Delivery, budget: Budget | None, memory: Memory | None,
+        media: MediaIntake | None = None,
     ) -> None:
         self._store = store
         self._llm = llm
@@ -102,6 +106,7 @@ class TurnRunner:
         self._delivery = delivery
         self._budget = budget
         self._memory = memory
+        self._media = media
 
     async def history(self, conversation_id: ConversationId, inbound_id: int | None = None) -> list[dict[str, str]]:
         """Every message of the session (since the last ``/new``) that the summary does not cover, at most
@@ -122,7 +127,12 @@ class TurnRunner:
     async def answer(self, cid: ConversationId, inbound: StoredMessage, sender_id: str | None, *,
                      person: str = OWNER) -> TurnOutcome:
         """A chat turn for a stored message of ``person`` (the caller holds the conversation's lock).
-        With the day's LLM budget spent, a notice with the reset time instead, and no model call."""
+        With the day's LLM budget spent, a notice with the reset time instead, and no model call;
+        likewise for attachments that will not be read (``bruce.media.rules``), before any download."""
+        refused = await self._refused(inbound)
+        if refused is not None:
+            await self._outbox.post(cid, refused, kind=MessageKind.NOTICE, inbound_id=inbound.id)
+            return TurnOutcome("", False, refused)
         over = await self._budget.reached() if self._budget is not None else None
         if over is not None:
             log.warning("turn.over_budget", conversation=str(cid), tokens=over.tokens, usd=round(over.usd, 4))
@@ -135,6 +145,11 @@ class TurnRunner:
             outcome = await self._turn(scope, inbound=inbound)
         await self._budget_warning(cid)
         return outcome
+
+    async def _refused(self, inbound: StoredMessage) -> str | None:
+        if not inbound.attachments:
+            return None
+        return await self._media.refused(inbound) if self._media is not None else MEDIA_OFF
 
     async def _budget_warning(self, conversation_id: ConversationId) -> None:
         """80 % of the day's budget: told once a day, in the conversation whose turn crossed it."""
@@ -181,7 +196,8 @@ class TurnRunner:
         try:
             async with self._indicator.showing(scope.conversation) as progress:
                 scope.progress = progress
-                result, context = await self._run_loop(scope, inbound, prompt)
+                media = await self._prepare_media(scope, inbound)
+                result, context = await self._run_loop(scope, inbound, prompt, media)
                 if result.text:
                     result, unbacked = await self._check_claims(scope, result, context)
                 else:
@@ -191,6 +207,8 @@ class TurnRunner:
             raise
         except StoreError:  # the database, not the answer, failed: the caller tries the message again
             raise
+        except (MediaError, MediaFetchError) as exc:  # an attachment could not be used: the reason is the reply
+            return await self._fail(scope, inbound, str(exc), error=f"media: {exc}")
         except LLMNotConfigured as exc:
             return await self._fail(scope, inbound, exc.hint, error="llm not configured")
         except OverBudget as exc:  # spent between two calls of the turn: none more, what was done is told
@@ -200,7 +218,13 @@ class TurnRunner:
         except Exception as exc:
             log.exception("turn.crashed")
             return await self._fail(scope, inbound, INTERNAL_ERROR, error=type(exc).__name__)
-        return await self._finish(scope, inbound, result, unbacked)
+        return await self._finish(scope, inbound, result, unbacked, heard=media.heard if media else "")
+
+    async def _prepare_media(self, scope: TurnScope, inbound: StoredMessage | None) -> Prepared | None:
+        """The inbound message's attachments made into text (stored) and pictures (this turn only)."""
+        if inbound is None or not inbound.attachments or self._media is None:
+            return None
+        return await self._media.prepare(scope, inbound)
 
     async def _budget_notice(self, exc: OverBudget) -> str:
         spend = exc.spend if exc.spend is not None else await self._budget.spend() if self._budget else None
@@ -230,9 +254,11 @@ class TurnRunner:
         return replace(result, text=text), len(claims)
 
     async def _run_loop(
-        self, scope: TurnScope, inbound: StoredMessage | None, prompt: str | None,
+        self, scope: TurnScope, inbound: StoredMessage | None, prompt: str | None, media: Prepared | None = None,
     ) -> tuple[TurnResult, list[dict[str, Any]]]:
-        """The loop's result, and the context it started from (system prompt and history)."""
+        """The loop's result, and the context it started from (system prompt and history). With
+        ``media``, the inbound message is shown to the model with its pictures, and a document's
+        text taints the turn (text from outside, docs/security.md)."""
         s = self._settings
         view, memory, carried = await asyncio.gather(  # reads queued at once: one wait for the database thread
             self._turn_view(scope.conversation, inbound.id if inbound else None),
@@ -242,6 +268,9 @@ class TurnRunner:
             scope.tainted = True  # their words steer the model as a page's would (docs/security.md, "People")
         scope.tainted = scope.tainted or carried.tainted  # an answer written after untrusted text is in the history
         scope.carried = carried.sources
+        if media is not None:
+            scope.tainted = scope.tainted or media.tainted
+            scope.owner_text = media.owner_text
         system_prompt = build_system_prompt(
             system_prompt=s.system_prompt, name=s.name, summary=view.summary.summary if view.summary else None,
             now=self._clock.now(), zone=s.zone,
@@ -249,6 +278,8 @@ class TurnRunner:
             tools=self._registry.offered(scope), scheduled=scope.scheduled, memory=memory,
         )
         history: list[dict[str, Any]] = list(_as_history(view.history))
+        if media is not None and inbound is not None and view.history and view.history[-1].id == inbound.id:
+            history[-1] = {"role": "user", "content": media.content}
         if prompt is not None:
             history.append({"role": "user", "content": prompt})
         result = await run_agent_loop(self._llm, self._registry, system_prompt, history, s.max_model_calls,
@@ -263,7 +294,8 @@ class TurnRunner:
         return await carried_taint(self._store, str(scope.conversation), outside=lambda name: name not in ours)
 
     async def _finish(
-        self, scope: TurnScope, inbound: StoredMessage | None, result: TurnResult, unbacked: int = 0,
+        self, scope: TurnScope, inbound: StoredMessage | None, result: TurnResult, unbacked: int = 0, *,
+        heard: str = "",
     ) -> TurnOutcome:
         if scope.held is not None:  # an untrusted job's run stopped at a call that needs a yes: nothing sent
             await asyncio.shield(self._store.messages.finish_turn(
@@ -281,6 +313,7 @@ class TurnRunner:
             log.info("turn.quiet", llm_calls=scope.llm_calls)
             return TurnOutcome(scope.turn_id, True, "", result, quiet=True)
         text = await self._grounded_text(scope, result)
+        text = f"{heard}\n{text}" if heard else text  # what was heard, so a mishearing shows (not the model's)
         await asyncio.shield(self._store.messages.complete_turn(
             scope.turn_id, inbound_id=inbound.id if inbound else None, conversation_id=str(scope.conversation),
             reply=text, llm_calls=scope.llm_calls, tool_calls=len(result.tool_results),
@@ -328,6 +361,7 @@ class TurnRunner:
 
 
 def _as_history(messages: list[StoredMessage]) -> list[dict[str, str]]:
+    """Stored messages as the model reads them: text only (an attachment is its stored text)."""
     return [{"role": m.role, "content": m.text} for m in messages]
 
 

@@ -29,9 +29,11 @@ reaches it only in a channel of ``allowed_channels`` (a thread counts by its par
 when it mentions the bot (``<@id>``; ``@everyone`` does not count) or replies to one of its
 messages, with the mention removed (``private=False``). Who may talk is the worker's admission:
 ``allowed_users``, pairing for strangers in DMs, silence for strangers in guilds. The bot's own
-messages and other bots' are ignored. Attachments and stickers get "not supported yet" (only
-allowed senders are told; any text with them still goes on). Messages are handed over one at a
-time in the order they arrived. ``last_receive`` is the time of the last gateway dispatch.
+messages and other bots' are ignored. Files, voice messages and stickers go with the message as
+its ``attachments`` (``media``: one message, one turn, whatever it carries; the text is its
+caption), and ``fetch`` (``bruce.channel.MediaChannel``) downloads a file's bytes when the core
+asks. Messages are handed over one at a time in the order they arrived. ``last_receive`` is the
+time of the last gateway dispatch.
 
 While a turn runs: the typing indicator every ``TYPING_EVERY_S`` for the whole turn, and, for
 turns that run tools, one status message with the steps (see ``ui``).
@@ -67,13 +69,14 @@ import aiohttp
 import discord
 import structlog
 
-from bruce.channel import ConfirmationRequest, Inbound, IncomingMessage
+from bruce.channel import Attachment, ConfirmationRequest, Inbound, IncomingMessage
 from bruce.clock import Clock
 from bruce.config.schema import DiscordConfig
 from bruce.errors import ChannelSendError, ConfigError, StoreError
 from channels.discord.format import MESSAGE_LIMIT, split_message
 from channels.discord.gateway import SEND_ERRORS, GatewayClient, start_error, translate_error
 from channels.discord.interactions import Interactions, allowed_here, is_dm
+from channels.discord.media import Downloads, attachments_of
 from channels.discord.ui import NO_MENTIONS, StatusMessage, approval_text, approval_view
 
 __all__ = ["DiscordChannel"]
@@ -87,7 +90,7 @@ TYPING_EVERY_S = 8.0  # Discord shows "typing" for 10 s
 SEND_TIMEOUT_S = 60.0  # discord.py may itself wait out a short rate limit or retry a 5xx inside this
 START_BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)
 RECENT_SENT = 500  # our latest message ids, to recognise a reply to one of them
-UNSUPPORTED = "I can only read text messages for now; files, images and stickers are not supported yet."
+FETCH_TIMEOUT_S = 60.0  # a download that has not finished by then fails (config.media.fetch_timeout_s)
 
 
 def _nonce(key: str | None) -> dict[str, Any]:
@@ -95,11 +98,24 @@ def _nonce(key: str | None) -> dict[str, Any]:
     return {} if key is None else {"nonce": key}
 
 
+def _addressed_text(message: discord.Message, me: int, sent: dict[int, None]) -> str | None:
+    """In a guild: the text if it mentions the bot or replies to one of ``sent`` (mention removed), else None."""
+    mentioned = me in message.raw_mentions or any(user.id == me for user in message.mentions)
+    reference = message.reference
+    resolved = reference.resolved if reference is not None else None
+    replied = reference is not None and (
+        isinstance(resolved, discord.Message) and resolved.author.id == me or reference.message_id in sent)
+    if not (mentioned or replied):
+        return None
+    return re.sub(rf"<@!?{me}>", "", message.content).strip()
+
+
 class DiscordChannel:
     name = "discord"
     max_message_length = MESSAGE_LIMIT
 
-    def __init__(self, section: DiscordConfig, *, clock: Clock, assistant_name: str = "Bruce") -> None:
+    def __init__(self, section: DiscordConfig, *, clock: Clock, assistant_name: str = "Bruce",
+                 fetch_timeout_s: float = FETCH_TIMEOUT_S) -> None:
         if section.token is None:
             raise ConfigError("channels.discord.token: required when channels.discord.enabled is true "
                               '(e.g. token: "${DISCORD_BOT_TOKEN}")')
@@ -113,6 +129,7 @@ class DiscordChannel:
         self._ready = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
         self._sent: dict[int, None] = {}  # our latest message ids (ordered), for replies to them
+        self._downloads = Downloads(timeout_s=fetch_timeout_s)
         self.last_receive: datetime | None = None
 
     # lifecycle ---------------------------------------------------------------------------
@@ -190,6 +207,7 @@ class DiscordChannel:
             self._runner = None
         self._inbound = None
         self._interactions.attach(None)
+        await self._downloads.close()
         discord.http.Route.BASE = DISCORD_API  # a class attribute: leave the process as it was
 
     def _received(self) -> None:
@@ -216,30 +234,20 @@ class DiscordChannel:
         if not private:
             if not allowed_here(message.channel, self._section):
                 return
-            text = self._addressed_text(message, me.id)
+            text = _addressed_text(message, me.id, self._sent)
             if text is None:
                 return
-        sender = str(message.author.id)
-        if message.attachments or message.stickers:
-            if sender in self._section.allowed_users:  # not for strangers: they get nothing
-                await self._reply(message.channel.id, UNSUPPORTED)
-        if not text:
+        attachments = attachments_of(message, has_text=bool(text))
+        if not text and not attachments:
             return
         await self._inbound.deliver(IncomingMessage(
-            channel=self.name, chat_id=str(message.channel.id), sender_id=sender, text=text,
+            channel=self.name, chat_id=str(message.channel.id), sender_id=str(message.author.id), text=text or "",
             platform_message_id=str(message.id), timestamp=message.created_at, private=private,
-            sender_name=message.author.display_name or message.author.name))
+            sender_name=message.author.display_name or message.author.name, attachments=attachments))
 
-    def _addressed_text(self, message: discord.Message, me: int) -> str | None:
-        """In a guild: the text if it mentions the bot or replies to it (mention removed), else None."""
-        mentioned = me in message.raw_mentions or any(user.id == me for user in message.mentions)
-        reference = message.reference
-        resolved = reference.resolved if reference is not None else None
-        replied = reference is not None and (
-            isinstance(resolved, discord.Message) and resolved.author.id == me or reference.message_id in self._sent)
-        if not (mentioned or replied):
-            return None
-        return re.sub(rf"<@!?{me}>", "", message.content).strip()
+    async def fetch(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        """An attachment's bytes from Discord's file server (``media.Downloads``)."""
+        return await self._downloads.fetch(attachment, max_bytes=max_bytes)
 
     # sending -----------------------------------------------------------------------------
 

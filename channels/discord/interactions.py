@@ -37,7 +37,8 @@ log = structlog.get_logger(__name__)
 
 PLATFORM = "Discord"
 ABOUT = ("Write to me in a direct message, or mention me in a channel I'm allowed in. When an action needs your "
-         "approval I ask first, with buttons. Documents I save arrive as files.")
+         "approval I ask first, with buttons. You can send me voice messages, photos and files (PDF, text) too; "
+         "documents I save arrive as files.")
 ANSWERED_HERE = ("help", "id")  # the slash commands this channel answers itself (ephemerally), after the rest
 NOT_HERE = "I don't answer in this channel."
 

@@ -132,7 +132,7 @@ class TelegramBot:
     # best-effort calls --------------------------------------------------------------------
 
     async def send_plain(self, chat_id: int, text: str) -> None:
-        """A short notice (``/id``, ``/help``, not supported); a failure is not retried."""
+        """A short notice (``/id``, ``/help``); a failure is not retried."""
         with contextlib.suppress(TelegramAPIError, TimeoutError):
             await self._bot.send_message(chat_id, text)
 

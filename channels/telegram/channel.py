@@ -30,6 +30,12 @@ passed on, without the mention. ``/id`` answers anyone in a private chat (a stra
 minute); in a group, a sender outside ``allowed_users`` gets no answer to ``/id``, ``/start`` or
 ``/help``.
 
+Media (``media.py``, ``files.py``): voice notes, audio files, photos (the largest size) and files
+reach the core as attachments with their caption as the text; an album is one message; a sticker,
+video, location and the like is an ``OTHER`` the core answers. ``fetch`` downloads one
+(``getFile``, then ``/file/bot<token>/<path>`` under ``api_base``) only when the core asks, never
+past ``max_bytes``; a failure is a ``MediaFetchError`` with a clear reason.
+
 While a turn runs: ``typing`` every 4 s; in private chats the progress events are shown as a
 ``sendMessageDraft`` draft (tool steps, then the answer as it streams), at most one draft a
 second, and typing alone if the server refuses drafts (for every chat when it does not know
@@ -59,13 +65,14 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from bruce.channel import ConfirmationRequest, Inbound
+from bruce.channel import Attachment, ConfirmationRequest, Inbound
 from bruce.clock import Clock
 from bruce.config.schema import TelegramConfig
 from bruce.errors import BruceError, ChannelSendError, ConfigError
 from bruce.turns.commands import COMMANDS
 from bruce.turns.progress import ProgressEvent, TextDelta, Thinking, ToolFinished, ToolStarted
 from channels.telegram.api import BotAPI, Refused, Unreachable, check_token
+from channels.telegram.files import fetch_file
 from channels.telegram.format import to_telegram_html
 from channels.telegram.polling import Poller
 from channels.telegram.split import split_html
@@ -88,7 +95,8 @@ class TelegramChannel:
     name = "telegram"
     max_message_length = 3500  # Markdown in; as HTML it is split again at Telegram's 4096
 
-    def __init__(self, section: TelegramConfig, *, clock: Clock, assistant_name: str = "Bruce") -> None:
+    def __init__(self, section: TelegramConfig, *, clock: Clock, assistant_name: str = "Bruce",
+                 fetch_timeout_s: float = 60.0) -> None:
         if section.token is None:
             raise ConfigError("channels.telegram.token: required when channels.telegram.enabled is true "
                               '(e.g. token: "${TELEGRAM_BOT_TOKEN}")')
@@ -96,13 +104,15 @@ class TelegramChannel:
         self._api = BotAPI(section.token.get_secret_value(), section.api_base)
         self._section = section
         self._clock = clock
+        self._fetch_timeout = fetch_timeout_s
         self._sdk: asyncio.Task[TelegramBot] | None = None  # aiogram, loading in a thread
         self._username = ""
         self._updates = UpdateHandler(section, clock=clock, assistant_name=assistant_name, bot=self._bot)
         self._poller = Poller(self._api, poll_timeout_s=section.poll_timeout_s, clock=clock, connect=self._reconnect,
-                              bot=self._bot, handle=self._updates.handle, received=self._received)
+                              bot=self._bot, handle=self._updates.handle, handle_album=self._updates.handle_album,
+                              received=self._received)
         self._webhook = WebhookServer(self._api, section.webhook, bot=self._bot, handle=self._updates.handle,
-                                      received=self._received)
+                                      handle_album=self._updates.handle_album, received=self._received)
         self._drafts_refused = False
         self.last_receive: datetime | None = None  # the last getUpdates (or webhook call) that completed
 
@@ -185,6 +195,10 @@ class TelegramChannel:
 
     def _received(self) -> None:
         self.last_receive = self._clock.now()
+
+    async def fetch(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        """An attachment's bytes (``files.py``): ``MediaFetchError`` when it cannot be had."""
+        return await fetch_file(self._api, attachment, max_bytes=max_bytes, timeout_s=self._fetch_timeout)
 
     @property
     def webhook_port(self) -> int | None:

@@ -7,7 +7,8 @@ on, and repeated 409s are logged as such; the watchdog restarts the loop when no
 has completed for three poll time-outs. Each update is read on its own, so one aiogram cannot
 read is logged and skipped; updates are handled in ``update_id`` order, and one is confirmed to
 Telegram (the next ``offset``) only once it is handled: a database failure leaves it with
-Telegram, to be fetched again.
+Telegram, to be fetched again. An album's updates are handled together, as one message, and
+confirmed together once it was: a crash while it arrives loses nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import structlog
 from bruce.clock import Clock
 from bruce.errors import ConfigError, StoreError
 from channels.telegram.api import ALLOWED_UPDATES, BotAPI, Refused, Unreachable
+from channels.telegram.media import album_key
 
 if TYPE_CHECKING:
     from aiogram.types import Update
@@ -35,24 +37,27 @@ log = structlog.get_logger(__name__)
 START_BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)  # getMe at start while the network is down
 POLL_BACKOFF_MAX_S = 30.0
 CONFLICTS_BEFORE_WARNING = 3
+ALBUM_QUIET_S = 1.0  # an album at the end of an answer: asked for again after this, in case it goes on
 _TOKEN_REFUSED = "channels.telegram.token was refused (401 Unauthorized)"
 
 
 class Poller:
     """The polling loop and its watchdog. ``connect`` is the channel's ``getMe`` (True once it
-    answered; a ConfigError ends polling), ``bot`` waits for aiogram, ``handle`` takes one update
-    and ``received`` is told of each ``getUpdates`` that completed."""
+    answered; a ConfigError ends polling), ``bot`` waits for aiogram, ``handle`` takes one update,
+    ``handle_album`` the updates of one album, and ``received`` is told of each ``getUpdates`` that completed."""
 
     def __init__(self, api: BotAPI, *, poll_timeout_s: int, clock: Clock, connect: Callable[[], Awaitable[bool]],
                  bot: Callable[[], Awaitable[TelegramBot]], handle: Callable[[Update], Awaitable[None]],
-                 received: Callable[[], None]) -> None:
+                 handle_album: Callable[[list[Update]], Awaitable[None]], received: Callable[[], None]) -> None:
         self._api = api
         self._timeout = poll_timeout_s
         self._clock = clock
         self._connect = connect
         self._bot = bot
         self._handle = handle
+        self._handle_album = handle_album
         self._received = received
+        self._album_seen: tuple[int, int] | None = None  # an album held back once (first, last update_id)
         self._tasks: list[asyncio.Task[None]] = []  # the loop, then its watchdog
         self._polled_at = time.monotonic()  # the last getUpdates that completed (monotonic)
 
@@ -145,33 +150,50 @@ class Poller:
     async def _take(self, items: list[Any], offset: int | None) -> int | None:
         """Handle one ``getUpdates`` answer in ``update_id`` order; the next offset to ask for.
         An update is confirmed once handled; one that cannot be stored is not, and the rest of
-        the batch waits with it for the next poll."""
+        the batch waits with it for the next poll. An album (consecutive updates with one
+        ``media_group_id``) is handled as one; one at the end of the answer may go on in the next,
+        so it is asked for again after ``ALBUM_QUIET_S`` (not confirmed meanwhile) and handled
+        once an answer shows it complete: followed by another update, or unchanged."""
         numbered = [(item["update_id"], item) for item in items
                     if isinstance(item, dict) and isinstance(item.get("update_id"), int)]
         if len(numbered) < len(items):
             log.warning("telegram.update_unreadable", update_id=None, count=len(items) - len(numbered))
-        if not numbered:
+        runs = _runs(sorted((pair for pair in numbered if pair[0] >= (offset or 0)), key=lambda pair: pair[0]))
+        if not runs:
             return offset
         bot = await self._bot()
-        for update_id, item in sorted(numbered, key=lambda pair: pair[0]):
-            if update_id < (offset or 0):
-                continue
+        for index, run in enumerate(runs):
+            first, last = run[0][0], run[-1][0]
+            if album_key(run[0][1]) is not None and index == len(runs) - 1 and self._album_seen != (first, last):
+                self._album_seen = (first, last)
+                await self._clock.sleep(ALBUM_QUIET_S)
+                return first
+            self._album_seen = None
+            updates = self._read(bot, run)
             try:
-                update = bot.read_update(item)
+                if album_key(run[0][1]) is not None and updates:
+                    await self._handle_album(updates)
+                elif updates:
+                    await self._handle(updates[0])
+            except StoreError as exc:  # not confirmed: Telegram gives it to us again
+                log.warning("telegram.store_failed", update_id=first, error=str(exc))
+                await self._clock.sleep(2.0)
+                return first
+            except Exception:  # a bug of ours on this update: logged, and the next ones still come
+                log.exception("telegram.update_failed", update_id=first)
+            offset = last + 1
+        return offset
+
+    @staticmethod
+    def _read(bot: TelegramBot, run: list[tuple[int, Any]]) -> list[Update]:
+        """The run's updates in aiogram's types; one aiogram cannot read is logged and left out."""
+        updates = []
+        for update_id, item in run:
+            try:
+                updates.append(bot.read_update(item))
             except ValueError:
                 log.warning("telegram.update_unreadable", update_id=update_id)
-                offset = update_id + 1
-                continue
-            try:
-                await self._handle(update)
-            except StoreError as exc:  # not confirmed: Telegram gives it to us again
-                log.warning("telegram.store_failed", update_id=update_id, error=str(exc))
-                await self._clock.sleep(2.0)
-                return offset
-            except Exception:  # a bug of ours on this update: logged, and the next ones still come
-                log.exception("telegram.update_failed", update_id=update_id)
-            offset = update_id + 1
-        return offset
+        return updates
 
     async def _watchdog(self) -> None:
         """Restart polling when no getUpdates has completed for three poll time-outs."""
@@ -191,3 +213,15 @@ class Poller:
 
 def _backoff(failures: int) -> float:
     return min(2.0 ** min(failures, 5), POLL_BACKOFF_MAX_S)
+
+
+def _runs(numbered: list[tuple[int, Any]]) -> list[list[tuple[int, Any]]]:
+    """The updates in runs to handle as one: an album's consecutive items together, others alone."""
+    runs: list[list[tuple[int, Any]]] = []
+    for pair in numbered:
+        key = album_key(pair[1])
+        if runs and key is not None and album_key(runs[-1][0][1]) == key:
+            runs[-1].append(pair)
+        else:
+            runs.append([pair])
+    return runs

@@ -6,40 +6,46 @@ poller or the webhook). Access: ``deliver`` applies the allow-list (and pairing)
 mention. ``/id`` answers anyone in a private chat (a stranger once a minute); in a group, a
 sender outside ``allowed_users`` gets no answer to ``/id``, ``/start`` or ``/help``. A press of
 an approval button calls ``decide``; the request message is then edited to show the outcome,
-without buttons. Edits are ignored; anything but text gets "not supported yet" (allowed senders
-only).
+without buttons. Edits are ignored.
+
+Media (``media.py``): a voice note, photo, file, sticker, location... goes to the core like text,
+as attachments with the caption as the text (in a group the caption must mention the bot, or the
+message reply to it); the core decides what to read and answers the rest. An album (several
+updates with one ``media_group_id``, given together by the poller or the webhook) is one message
+with every item, under the first item's id, so a redelivery is recognised.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import structlog
 
-from bruce.channel import Inbound, IncomingMessage
+from bruce.channel import Attachment, Inbound, IncomingMessage
 from bruce.clock import Clock
 from bruce.config.schema import TelegramConfig
 from bruce.limits import Quiet
 from bruce.turns.commands import help_text
 from bruce.values import ConversationId
+from channels.telegram.media import attachments_of
 
 if TYPE_CHECKING:
     from aiogram.types import CallbackQuery, Message, Update
 
     from channels.telegram.bot import TelegramBot
 
-__all__ = ["UpdateHandler", "ABOUT", "PLATFORM", "UNSUPPORTED"]
+__all__ = ["UpdateHandler", "ABOUT", "PLATFORM"]
 
 log = structlog.get_logger(__name__)
 
 ID_QUIET_S = 60.0  # a sender outside the allow-list gets one /id answer a minute
 PLATFORM = "Telegram"
-UNSUPPORTED = "I can only read text messages for now; photos, voice messages, stickers and files are not supported yet."
-ABOUT = ("Write to me in plain text. When an action needs your approval I ask first, with buttons. Documents I "
-         "save arrive as files.")
+ABOUT = ("Write to me, or send a voice note, a photo or a document (PDF or text). When an action needs your "
+         "approval I ask first, with buttons. Documents I save arrive as files.")
 
 
 class UpdateHandler:
@@ -71,45 +77,57 @@ class UpdateHandler:
     async def handle(self, update: Update) -> None:
         async with self._order:
             if update.message is not None:
-                await self._on_message(update.message)
+                await self._on_messages([update.message])
             elif update.callback_query is not None:
                 await self._on_button(update.callback_query)
             elif update.edited_message is not None:
                 log.info("telegram.edit_ignored", chat=update.edited_message.chat.id)
 
-    async def _on_message(self, message: Message) -> None:
-        if self._inbound is None or message.from_user is None:
+    async def handle_album(self, updates: Sequence[Update]) -> None:
+        """The updates of one album (one ``media_group_id``, in order): one message for the core,
+        with every item's attachment and the caption of the item that carries one."""
+        messages = [update.message for update in updates if update.message is not None]
+        async with self._order:
+            if messages:
+                await self._on_messages(messages)
+
+    async def _on_messages(self, messages: list[Message]) -> None:
+        first = messages[0]
+        if self._inbound is None or first.from_user is None:
             return
-        private = message.chat.type == "private"
-        sender = str(message.from_user.id)
-        text = message.text
+        private = first.chat.type == "private"
+        sender = str(first.from_user.id)
+        attachments = _numbered([attachment for message in messages for attachment in attachments_of(message)])
+        text = next((m.text or m.caption for m in messages if m.text or m.caption), None) or ""
         if not private:
             if not self._section.groups:
                 return
-            text = self._addressed_text(message)
-            if text is None:
+            addressed = self._addressed_text(text, messages, media=bool(attachments))
+            if addressed is None:
                 return
-        if text is None:
-            if sender in self._section.allowed_users:  # not for strangers: they get nothing
-                await (await self._bot()).send_plain(message.chat.id, UNSUPPORTED)
+            text = addressed
+        if not text.strip() and not attachments:  # a service message (a member joined, a pin...)
+            log.info("telegram.nothing_to_read", chat=first.chat.id)
             return
-        if await self._local_command(message, text, sender, private):
+        if not attachments and await self._local_command(first, text, sender, private):
             return
         await self._inbound.deliver(IncomingMessage(
-            channel=self.name, chat_id=str(message.chat.id), sender_id=sender, text=text,
-            platform_message_id=f"{message.chat.id}:{message.message_id}", timestamp=message.date,
-            private=private, sender_name=message.from_user.full_name or message.from_user.username))
+            channel=self.name, chat_id=str(first.chat.id), sender_id=sender, text=text,
+            platform_message_id=f"{first.chat.id}:{first.message_id}", timestamp=first.date, private=private,
+            sender_name=first.from_user.full_name or first.from_user.username, attachments=attachments))
 
-    def _addressed_text(self, message: Message) -> str | None:
-        """In a group: the text if it mentions the bot or replies to it (mention removed), else None."""
-        text = message.text or ""
-        replied = message.reply_to_message
-        to_us = replied is not None and replied.from_user is not None and replied.from_user.id == self._bot_id
+    def _addressed_text(self, text: str, messages: list[Message], *, media: bool) -> str | None:
+        """In a group: the text (or caption) if it mentions the bot or one of the messages replies
+        to it (mention removed), else None. Text that was only the mention counts only with media."""
+        to_us = any(m.reply_to_message is not None and m.reply_to_message.from_user is not None
+                    and m.reply_to_message.from_user.id == self._bot_id for m in messages)
         # @name, not the start of a longer one (@name_2bot is another bot)
         found = re.search(rf"@{re.escape(self._username)}(?!\w)", text, re.IGNORECASE) if self._username else None
         if found:
-            return (text[:found.start()] + text[found.end():]).strip() or None
-        return (text.strip() or None) if to_us else None
+            text = text[:found.start()] + text[found.end():]
+        elif not to_us:
+            return None
+        return text.strip() or ("" if media else None)
 
     async def _local_command(self, message: Message, text: str, sender: str, private: bool) -> bool:
         """/start, /help and /id are answered here; /approve, /deny, /new, /jobs and everything else go on.
@@ -146,3 +164,12 @@ class UpdateHandler:
         await bot.answer_button(query, report.text, alert=not report.accepted)
         if report.accepted:
             await bot.show_outcome(message, report.text)  # type: ignore[arg-type]  # (a Message: it has text)
+
+
+def _numbered(attachments: list[Attachment]) -> tuple[Attachment, ...]:
+    """An album's photos as ``photo-1.jpg``, ``photo-2.jpg``...; a lone photo stays ``photo.jpg``."""
+    photos = [a for a in attachments if a.name == "photo.jpg"]
+    if len(photos) < 2:
+        return tuple(attachments)
+    count = iter(range(1, len(photos) + 1))
+    return tuple(replace(a, name=f"photo-{next(count)}.jpg") if a.name == "photo.jpg" else a for a in attachments)

@@ -4,19 +4,25 @@
 ``ChannelSendError``, or any exception to play a channel bug; None lets that send through);
 ``file_failures`` does the same for ``send_file``, and ``files`` records each file with how many
 texts had been sent before it; ``confirmation_failures`` and ``texts_before_confirmation`` do the
-same for ``send_confirmation``. ``ProgressRecordingChannel``
+same for ``send_confirmation``. It is a ``MediaChannel``: ``fetch`` serves the bytes registered in
+``media`` for an attachment's ref (or raises the exception registered there; ``HANG`` never
+answers), records each fetch in ``fetched``, and refuses a file over ``max_bytes`` as a platform
+would. ``ProgressRecordingChannel``
 also shows progress, and records every event it was shown.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from bruce.channel import ConfirmationRequest, Inbound
-from bruce.errors import ChannelSendError
+from bruce.channel import Attachment, ConfirmationRequest, Inbound
+from bruce.errors import ChannelSendError, MediaFetchError
 from bruce.turns.progress import ProgressEvent
+
+HANG = object()  # registered in ``RecordingChannel.media``: that fetch never answers
 
 
 class RecordingChannel:
@@ -37,6 +43,8 @@ class RecordingChannel:
         self.failures: list[BaseException | None] = []  # None: that send goes through
         self.fail_sends = False  # every send fails, permanently
         self.refused: set[str] = set()  # texts the platform always rejects, permanently
+        self.media: dict[str, bytes | BaseException | object] = {}  # ref -> the bytes fetch serves, or what it raises
+        self.fetched: list[tuple[str, int]] = []  # (ref, max_bytes) of every fetch, in order
 
     async def start(self, inbound: Inbound) -> None:
         self.inbound = inbound
@@ -77,6 +85,19 @@ class RecordingChannel:
             raise failure
         self.files.append((chat_id, path, caption))
         self.texts_before_file.append(len(self.sent))
+
+    async def fetch(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        self.fetched.append((attachment.ref, max_bytes))
+        served = self.media.get(attachment.ref)
+        if served is HANG:
+            await asyncio.Event().wait()
+        if isinstance(served, BaseException):
+            raise served
+        if not isinstance(served, bytes):
+            raise MediaFetchError("the file is no longer available")
+        if len(served) > max_bytes:
+            raise MediaFetchError(f"the file is larger than {max_bytes} bytes")
+        return served
 
     def texts(self, chat_id: str | None = None) -> list[str]:
         return [t for c, t in self.sent if chat_id is None or c == chat_id]

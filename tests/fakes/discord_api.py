@@ -38,6 +38,16 @@ Cloudflare ban). Behaviour kept from Discord:
   ``PATCH @original``) edits the message the component is on.
 * Application commands: name and description are validated as Discord does for slash commands (400 50035).
 
+Files. A user's message may carry attachments (``dm``/``guild_message`` ``attachments=``: ``id``,
+``filename``, ``size``, ``url``, ``proxy_url``, ``content_type``; a voice message, ``voice_attachment``,
+has ``duration_secs`` and a base64 ``waveform`` and sets the message flag ``IS_VOICE_MESSAGE``), sticker
+items (``stickers=``) and embeds (``embeds=``). An attachment's ``url`` is
+``{base_url}/attachments/{channel}/{id}/{filename}`` with Discord's signing query (``ex``, ``is``, ``hm``),
+on the same host as ``api_base``; ``GET`` serves its bytes with its ``Content-Type`` and needs no
+token, as Discord's CDN. Each request is recorded in ``downloads``; ``break_file(url, ...)`` makes the
+file answer a status (404 as an expired link, 500), never answer, or send only some bytes and drop the
+connection.
+
 The gateway (``/gateway``, any query string) speaks JSON. With ``compress=zlib-stream`` in the query (what
 discord.py asks unless ``zstandard`` is installed) every message is a binary frame from one
 ``zlib.compressobj`` per connection, flushed with ``Z_SYNC_FLUSH`` (discord.py waits for the
@@ -56,6 +66,7 @@ RESUME.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import copy
 import json
@@ -75,6 +86,8 @@ MAX_CONTENT = 2000
 EPHEMERAL = 1 << 6
 LOADING = 1 << 7
 ATTACHMENT_SIZE_LIMIT = 10 * 1024 * 1024
+IS_VOICE_MESSAGE = 1 << 13  # a message flag: its one attachment is a voice message
+STICKER_FORMATS = {"png": 1, "apng": 2, "lottie": 3, "gif": 4}
 
 INTENT_GUILDS = 1 << 0
 INTENT_GUILD_MEMBERS = 1 << 1
@@ -173,6 +186,14 @@ class _Snowflakes:
     def next(self) -> int:
         self._last = max((int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22, self._last + 1)
         return self._last
+
+
+@dataclass(frozen=True)
+class _FileFault:
+    status: int | None
+    hang: bool
+    cut_at: int | None
+    chunked: bool = False
 
 
 @dataclass
@@ -284,6 +305,8 @@ class FakeDiscord:
         self._interactions: dict[int, _Interaction] = {}
         self._tokens: dict[str, _Interaction] = {}
         self._files: dict[str, tuple[bytes, str]] = {}
+        self._file_faults: dict[str, _FileFault] = {}
+        self.downloads: list[Call] = []  # GET /attachments/... (path with the query, headers)
         self._failures: list[_Failure] = []
         self._sessions: dict[str, _Session] = {}
         self._current: _Session | None = None
@@ -390,22 +413,24 @@ class FakeDiscord:
                     self._close_conn(conn, 4004, "Authentication failed.")
 
     # ---- dispatches to the client ------------------------------------------
-    def dm(self, user_id: int, text: str, *, username: str = "ana",
-           attachments: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    def dm(self, user_id: int, text: str, *, username: str = "ana", attachments: list[dict[str, Any]] | None = None,
+           stickers: list[str] | None = None, embeds: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """The user sends the bot a DM (the DM channel is created on first use: ``payload["channel_id"]``).
-        An attachment is ``{"filename", "size"?, "content_type"?, "data"?: bytes}``; with ``data`` its
-        ``url`` serves those bytes."""
+        An attachment is ``{"filename", "size"?, "content_type"?, "data"?: bytes, ...}`` (other keys go into
+        the attachment object as given); with ``data`` its ``url`` serves those bytes. ``stickers`` are sticker
+        names, sent as ``sticker_items``; ``embeds`` go in as given."""
         user = self._user(user_id, username)
         channel = self._dm_channel(user_id)
         message = self._message_base(int(channel["id"]), user, text)
-        message["attachments"] = [self._user_attachment(int(channel["id"]), item) for item in attachments or []]
+        self._add_media(message, attachments, stickers, embeds)
         self.all_messages[int(message["id"])] = message
         self._deliver("MESSAGE_CREATE", message, INTENT_DIRECT_MESSAGES)
         return copy.deepcopy(message)
 
     def guild_message(self, user_id: int, text: str, *, channel_id: int | None = None, mention_bot: bool = False,
                       reply_to_bot_message: int | None = None, username: str = "ana",
-                      reply_ping: bool = True, attachments: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                      reply_ping: bool = True, attachments: list[dict[str, Any]] | None = None,
+                      stickers: list[str] | None = None, embeds: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """A message in the guild's text channel (or ``channel_id``: a new one is announced with
         CHANNEL_CREATE). ``mention_bot`` puts ``<@bot_id>`` in the content and the bot in ``mentions``; a
         reply to the bot's message mentions it too unless ``reply_ping`` is false (as Discord's client)."""
@@ -419,7 +444,7 @@ class FakeDiscord:
             text = f"<@{self.bot_id}> {text}"
         message = self._message_base(channel_id, user, text)
         message["member"] = self._partial_member(user_id)
-        message["attachments"] = [self._user_attachment(channel_id, item) for item in attachments or []]
+        self._add_media(message, attachments, stickers, embeds)
         mentioned = mention_bot
         if reply_to_bot_message is not None:
             self._make_reply(message, reply_to_bot_message)
@@ -586,10 +611,24 @@ class FakeDiscord:
         message.update(type=19, message_reference=reference,
                        referenced_message={k: v for k, v in target.items() if k != "referenced_message"})
 
+    def _add_media(self, message: dict[str, Any], attachments: list[dict[str, Any]] | None,
+                   stickers: list[str] | None, embeds: list[dict[str, Any]] | None) -> None:
+        channel_id = int(message["channel_id"])
+        message["attachments"] = [self._user_attachment(channel_id, item) for item in attachments or []]
+        if any("waveform" in a and "duration_secs" in a for a in message["attachments"]):
+            message["flags"] |= IS_VOICE_MESSAGE
+        if stickers:
+            message["sticker_items"] = [{"id": str(self._ids.next()), "name": name, "format_type": 1}
+                                        for name in stickers]
+        if embeds:
+            message["embeds"] = copy.deepcopy(embeds)
+
     def _attachment_entry(self, channel_id: int, filename: str, size: int, content_type: str | None,
                           data: bytes | None) -> dict[str, Any]:
         attachment_id = self._ids.next()
-        url = f"{self.base_url}/attachments/{channel_id}/{attachment_id}/{filename}"
+        expires = int(time.time()) + 86400
+        url = (f"{self.base_url}/attachments/{channel_id}/{attachment_id}/{filename}"
+               f"?ex={expires:x}&is={expires - 86400:x}&hm={secrets.token_hex(32)}&")
         if data is not None:
             self._files[f"{channel_id}/{attachment_id}/{filename}"] = (data, content_type or "application/octet-stream")
         entry: dict[str, Any] = {"id": str(attachment_id), "filename": filename, "size": size, "url": url,
@@ -919,11 +958,47 @@ class FakeDiscord:
                 return self._failures.pop(index)
         return None
 
+    def break_file(self, url: str, *, status: int | None = None, hang: bool = False, cut_at: int | None = None,
+                   chunked: bool = False) -> None:
+        """The file at ``url`` (an attachment's) answers ``status`` with a short text body (404: Discord's
+        expired or deleted file), or never answers (``hang``: the client gives up), or sends its headers
+        (the whole ``Content-Length``) and ``cut_at`` bytes, then drops the connection; ``chunked`` sends
+        it whole without a ``Content-Length`` (the client learns its size only by reading it)."""
+        self._file_faults[self._file_key(url)] = _FileFault(status, hang, cut_at, chunked)
+
+    def _file_key(self, url: str) -> str:
+        path = url.split("?", 1)[0].removeprefix(self.base_url)
+        return path.removeprefix("/attachments/")
+
     async def _attachment(self, request: web.Request) -> web.StreamResponse:
         key = f"{request.match_info['channel']}/{request.match_info['id']}/{request.match_info['filename']}"
-        if key not in self._files:
-            return web.Response(status=404, text="Not Found")
+        self.downloads.append(Call(request.method, request.path_qs, None, dict(request.headers), time.monotonic(),
+                                   dict(request.query)))
+        self._wake()
+        fault = self._file_faults.get(key)
+        if key not in self._files or (fault is not None and fault.status is not None):
+            status = fault.status if fault is not None and fault.status is not None else 404
+            return web.Response(status=status, text="This content is no longer available." if status == 404
+                                else f"{status}: Error")
         data, content_type = self._files[key]
+        if fault is not None and fault.hang:
+            await self._closing.wait()  # aiohttp cancels this handler when the client gives up
+        if fault is not None and fault.cut_at is not None:
+            response = web.StreamResponse(headers={"Content-Type": content_type})
+            response.content_length = len(data)
+            await response.prepare(request)
+            await response.write(data[:fault.cut_at])
+            assert request.transport is not None
+            request.transport.close()
+            return response
+        if fault is not None and fault.chunked:
+            response = web.StreamResponse(headers={"Content-Type": content_type})
+            response.enable_chunked_encoding()
+            await response.prepare(request)
+            for start in range(0, len(data), 16 * 1024):
+                await response.write(data[start:start + 16 * 1024])
+            await response.write_eof()
+            return response
         return web.Response(body=data, headers={"Content-Type": content_type})
 
     # ---- REST: users, application, gateway ---------------------------------
@@ -1340,6 +1415,13 @@ async def _read_body(request: web.Request) -> tuple[Any, list[dict[str, Any]]]:
     if request.content_type == "application/json":
         return json.loads(raw), []
     return raw.decode("utf-8", "replace"), []
+
+
+def voice_attachment(data: bytes, seconds: float, *, filename: str = "voice-message.ogg") -> dict[str, Any]:
+    """An attachment as Discord's app records a voice message: Ogg Opus, its length and a waveform."""
+    waveform = base64.b64encode(bytes(range(0, 256, 4))).decode()
+    return {"filename": filename, "content_type": "audio/ogg", "data": data, "duration_secs": seconds,
+            "waveform": waveform}
 
 
 @contextlib.contextmanager

@@ -125,7 +125,7 @@ class FakeLLMServer:
 
     # ---- lifecycle -------------------------------------------------------
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)  # requests carry photos, as real ones do
         app.router.add_post("/v1/chat/completions", self._handle_chat)
         app.router.add_get("/v1/models", self._handle_models)
         app.router.add_post("/v1/audio/transcriptions", self._handle_transcription)

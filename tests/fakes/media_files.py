@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-__all__ = ["ogg_opus", "jpeg", "png", "pdf_with_text", "pdf_scanned", "ogg_crc"]
+__all__ = ["ogg_opus", "jpeg", "png", "pdf_with_text", "pdf_pages", "pdf_scanned", "ogg_crc"]
 
 _OPUS_RATE = 48_000  # an Opus stream's granule positions count 48 kHz samples
 _FRAME_SAMPLES = 960  # one 20 ms frame
@@ -122,16 +122,23 @@ def _escape(text: str) -> bytes:
 
 def pdf_with_text(text: str = "Invoice 42: total 17.50 EUR") -> bytes:
     """A one-page PDF whose text layer holds ``text`` (one line per line of it), in Helvetica."""
-    lines = text.splitlines() or [""]
-    ops = b"BT /F1 12 Tf 72 720 Td 14 TL " + b" ".join(b"(%s) Tj T*" % _escape(line) for line in lines) + b" ET"
-    return _pdf([
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
-        b" /Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length %d >>\nstream\n" % len(ops) + ops + b"\nendstream",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ])
+    return pdf_pages([text])
+
+
+def pdf_pages(texts: list[str]) -> bytes:
+    """A PDF of one page per text, each page's text layer holding its text, in Helvetica."""
+    count = len(texts)
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
+               b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % (4 + 2 * i) for i in range(count)),
+                                                            count),
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    for i, text in enumerate(texts):
+        lines = text.splitlines() or [""]
+        ops = b"BT /F1 12 Tf 72 720 Td 14 TL " + b" ".join(b"(%s) Tj T*" % _escape(line) for line in lines) + b" ET"
+        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R"
+                       b" /Resources << /Font << /F1 3 0 R >> >> >>" % (5 + 2 * i))
+        objects.append(b"<< /Length %d >>\nstream\n" % len(ops) + ops + b"\nendstream")
+    return _pdf(objects)
 
 
 def pdf_scanned() -> bytes:

@@ -34,6 +34,12 @@ Behaviour kept from the real server, so that an adapter that works here works th
   not modified" when nothing changes; editing without ``reply_markup`` removes the inline keyboard.
 * A chat in ``blocked`` answers 403 "Forbidden: bot was blocked by the user" to sends.
 * ``answerCallbackQuery`` with an id never pushed: 400 "query is too old...".
+* ``getFile`` and ``GET /file/bot{token}/{file_path}``: files registered with ``add_file`` (its
+  ``file_id``), 400 "invalid file_id" for another, 400 "file is too big" over 20 MB (as for bots);
+  ``break_file`` makes one's download answer an HTTP error, hang, or stop early (the connection is
+  closed after part of the announced length); every download is in ``downloads``.
+* Media updates: ``push_media`` with a ``voice``/``audio``/``photo``/``document``/``sticker``/``location``
+  builder (each registers its files), or ``push_album`` for several with one ``media_group_id``.
 * ``hang_next_answer(method)``: the next call is carried out (a ``sendMessage`` is stored and delivered)
   but its answer never comes; the client waits until it gives up (its time-out), as when Telegram took a
   send and the answer was lost on the way back.
@@ -99,6 +105,22 @@ class _Failure:
     description: str
     retry_after: int | None
     having: str | None = None  # only a call with this parameter fails (e.g. reply_markup: a message with buttons)
+
+
+@dataclass
+class StoredFile:
+    """A file the fake serves: its bytes, the size getFile reports, and how its download goes."""
+
+    file_id: str
+    path: str
+    data: bytes
+    size: int
+    status: int = 200  # another: the download answers this HTTP status
+    hang: bool = False  # the download never answers (until close())
+    cut_at: int | None = None  # the connection closes after this many bytes of the announced length
+
+
+MAX_BOT_DOWNLOAD = 20 * 2**20  # the Bot API's getFile limit for bots
 
 
 class ApiError(Exception):
@@ -198,6 +220,9 @@ class FakeTelegramAPI:
         self.commands: list[dict[str, Any]] = []  # the last setMyCommands (any scope)
         self.blocked: set[int] = set()  # chats where the user blocked the bot
         self.messages: dict[tuple[int, int], dict[str, Any]] = {}  # (chat_id, message_id) -> every message
+        self.files: dict[str, StoredFile] = {}  # file_id -> a file getFile and /file/ serve
+        self.downloads: list[str] = []  # the file_path of every /file/ request, in order
+        self._album_seq = itertools.count(1)
         self._pending: list[dict[str, Any]] = []
         self._next_update_id = 1
         self._message_ids: dict[int, int] = {}
@@ -224,7 +249,7 @@ class FakeTelegramAPI:
                 "answerCallbackQuery": self._answer_callback, "setWebhook": self._set_webhook,
                 "deleteWebhook": self._delete_webhook, "getWebhookInfo": self._get_webhook_info,
                 "setMyCommands": self._set_commands, "deleteMyCommands": self._delete_commands,
-                "getMyCommands": self._get_commands,
+                "getMyCommands": self._get_commands, "getFile": self._get_file,
             }.items()}
 
     # ---- lifecycle -------------------------------------------------------
@@ -232,6 +257,7 @@ class FakeTelegramAPI:
         self._closing.clear()
         app = web.Application(client_max_size=50 * 1024 * 1024)
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         # handler_cancellation: a client that gives up (a request time-out) cancels its handler.
         self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5, access_log=None)
         await self._runner.setup()
@@ -328,6 +354,112 @@ class FakeTelegramAPI:
         return self.push_update({"callback_query": {
             "id": callback_id, "from": self._user(user_id, first_name, username),
             "chat_instance": f"ci{chat_id}", "message": self._replied(chat_id, message_id), "data": data}})
+
+    # ---- files and media -------------------------------------------------
+    def add_file(self, data: bytes, *, folder: str = "documents", name: str = "file", size: int | None = None) -> str:
+        """Register a file getFile and /file/ serve; its ``file_id``. ``size``: what getFile
+        reports (by default the real length)."""
+        n = next(self._file_seq)
+        file_id = f"{folder}-{n:04d}-file"
+        self.files[file_id] = StoredFile(file_id, f"{folder}/file_{n}_{name}", data, len(data) if size is None else size)
+        return file_id
+
+    def break_file(self, file_id: str, *, status: int = 200, hang: bool = False, cut_at: int | None = None) -> None:
+        """The file's download answers ``status``, hangs, or stops after ``cut_at`` bytes."""
+        stored = self.files[file_id]
+        stored.status, stored.hang, stored.cut_at = status, hang, cut_at
+
+    def _file_ref(self, file_id: str) -> dict[str, Any]:
+        return {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": self.files[file_id].size}
+
+    def voice(self, data: bytes, *, duration: int = 3, mime_type: str | None = "audio/ogg",
+              transcript: str | None = None) -> dict[str, Any]:
+        voice = {**self._file_ref(self.add_file(data, folder="voice", name="voice.oga")), "duration": duration}
+        if mime_type is not None:
+            voice["mime_type"] = mime_type
+        if transcript is not None:
+            voice["transcript"] = transcript
+        return {"voice": voice}
+
+    def audio(self, data: bytes, *, file_name: str = "song.mp3", mime_type: str = "audio/mpeg",
+              duration: int = 30) -> dict[str, Any]:
+        file_id = self.add_file(data, folder="music", name=file_name)
+        return {"audio": {**self._file_ref(file_id), "duration": duration, "file_name": file_name, "mime_type": mime_type}}
+
+    def photo(self, *sizes: tuple[int, int, bytes]) -> dict[str, Any]:
+        """A photo in the sizes given as (width, height, bytes), smallest first as Telegram sends them."""
+        return {"photo": [{**self._file_ref(self.add_file(data, folder="photos", name=f"{w}x{h}.jpg")),
+                           "width": w, "height": h} for w, h, data in sizes]}
+
+    def document(self, data: bytes, *, file_name: str = "file.pdf", mime_type: str | None = "application/pdf",
+                 size: int | None = None) -> dict[str, Any]:
+        document = {**self._file_ref(self.add_file(data, name=file_name, size=size)), "file_name": file_name}
+        if mime_type is not None:
+            document["mime_type"] = mime_type
+        return {"document": document}
+
+    def sticker(self) -> dict[str, Any]:
+        return self._media(photo=False, voice=False, sticker=True, document=False)
+
+    @staticmethod
+    def location(latitude: float = 48.2, longitude: float = 16.37) -> dict[str, Any]:
+        return {"location": {"latitude": latitude, "longitude": longitude}}
+
+    def push_media(self, chat_id: int, user_id: int, media: dict[str, Any], *, caption: str | None = None,
+                   chat_type: str = "private", media_group_id: str | None = None,
+                   reply_to_message_id: int | None = None) -> int:
+        """A message carrying ``media`` (one of the builders above), with an optional caption."""
+        user = self._user(user_id)
+        message: dict[str, Any] = {"message_id": self._new_message_id(chat_id), "date": int(time.time()),
+                                   "chat": self._chat(chat_id, chat_type, user), "from": user, **media}
+        if caption is not None:
+            message["caption"] = caption
+            if found := _auto_entities(caption):
+                message["caption_entities"] = found
+        if media_group_id is not None:
+            message["media_group_id"] = media_group_id
+        if reply_to_message_id is not None:
+            message["reply_to_message"] = self._replied(chat_id, reply_to_message_id)
+        self.messages[(chat_id, message["message_id"])] = message
+        return self.push_update({"message": message})
+
+    def push_album(self, chat_id: int, user_id: int, items: list[dict[str, Any]], *, caption: str | None = None,
+                   caption_on: int = 0, chat_type: str = "private") -> list[int]:
+        """Several media messages sent together (one ``media_group_id``), the caption on one of them."""
+        group = f"album{next(self._album_seq):04d}"
+        return [self.push_media(chat_id, user_id, media, caption=caption if n == caption_on else None,
+                                chat_type=chat_type, media_group_id=group) for n, media in enumerate(items)]
+
+    async def _get_file(self, params: Params) -> dict[str, Any]:
+        stored = self.files.get(str(params.get("file_id")))
+        if stored is None:
+            raise ApiError(400, "Bad Request: invalid file_id")
+        if stored.size > MAX_BOT_DOWNLOAD:
+            raise ApiError(400, "Bad Request: file is too big")
+        return {**self._file_ref(stored.file_id), "file_path": stored.path}
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        path = request.match_info["path"]
+        self.downloads.append(path)
+        self._wake("calls")
+        if request.match_info["token"] != self.token or self.revoked:
+            return _error_body(401, "Unauthorized")
+        stored = next((f for f in self.files.values() if f.path == path), None)
+        if stored is None:
+            return _error_body(404, "Not Found")
+        if stored.hang:
+            await self._closing.wait()
+        if stored.status != 200:
+            return _error_body(stored.status, "Internal Server Error" if stored.status >= 500 else "Not Found")
+        if stored.cut_at is None:
+            return web.Response(body=stored.data, content_type="application/octet-stream")
+        response = web.StreamResponse()
+        response.content_length = len(stored.data)
+        await response.prepare(request)
+        await response.write(stored.data[:stored.cut_at])
+        if request.transport is not None:
+            request.transport.close()
+        return response
 
     # ---- failures --------------------------------------------------------
     def fail_next(self, method: str, *, status: int = 500, description: str = "Internal Server Error",

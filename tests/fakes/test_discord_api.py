@@ -11,9 +11,10 @@ from typing import Any
 import aiohttp
 import discord
 import pytest
+import yarl
 from discord import app_commands
 
-from tests.fakes.discord_api import FakeDiscord, patch_discord_py
+from tests.fakes.discord_api import IS_VOICE_MESSAGE, FakeDiscord, patch_discord_py, voice_attachment
 
 USER = 4242
 
@@ -488,3 +489,47 @@ async def test_a_hung_create_stores_the_message_but_never_answers(fake: FakeDisc
     assert [m["content"] for m in fake.messages.values()] == ["lost answer"]
     resent = await channel.send("lost answer", nonce="h1")  # the same nonce: the same message
     assert int(next(iter(fake.messages))) == resent.id and len(fake.messages) == 1
+
+
+async def test_a_voice_message_stickers_and_embeds_arrive_as_discord_py_reads_them(fake: FakeDiscord, bot: Harness):
+    fake.dm(USER, "", attachments=[voice_attachment(b"OggS voice", 3.5)], stickers=["wave"],
+            embeds=[{"type": "rich", "title": "A card"}])
+    message = await bot.next_message()
+    (voice,) = message.attachments
+    assert voice.is_voice_message() and voice.duration == 3.5 and voice.waveform
+    assert message.flags.voice and message.flags.value & IS_VOICE_MESSAGE
+    assert (voice.filename, voice.content_type, voice.size) == ("voice-message.ogg", "audio/ogg", 10)
+    assert [s.name for s in message.stickers] == ["wave"] and message.stickers[0].url.endswith(".png")
+    assert [e.title for e in message.embeds] == ["A card"]
+    assert await voice.read() == b"OggS voice"
+    url = yarl.URL(voice.url)
+    assert url.host == "127.0.0.1" and {"ex", "is", "hm"} <= set(url.query)
+    (download,) = fake.downloads
+    assert "Authorization" not in download.headers and download.path.startswith("/attachments/")
+
+
+async def test_broken_files_fail_as_asked(fake: FakeDiscord, bot: Harness):
+    data = bytes(range(256)) * 40
+    names = ("gone", "down", "cut", "hung", "chunked")
+    fake.dm(USER, "", attachments=[{"filename": f"{name}.bin", "data": data} for name in names])
+    gone, down, cut, hung, chunked = (await bot.next_message()).attachments
+    fake.break_file(chunked.url, chunked=True)
+    fake.break_file(gone.url, status=404)
+    fake.break_file(down.url, status=500)
+    fake.break_file(cut.url, cut_at=1000)
+    fake.break_file(hung.url, hang=True)
+    async with aiohttp.ClientSession() as session:
+        async with session.get(gone.url) as response:
+            assert response.status == 404 and "no longer available" in await response.text()
+        async with session.get(down.url) as response:
+            assert response.status == 500
+        async with session.get(cut.url) as response:
+            assert response.content_length == len(data)
+            with pytest.raises(aiohttp.ClientPayloadError):
+                await response.read()
+        async with session.get(chunked.url) as response:
+            assert response.content_length is None and await response.read() == data
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.3):
+                await session.get(hung.url)
+    assert len(fake.downloads) == 5

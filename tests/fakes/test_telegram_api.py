@@ -362,3 +362,62 @@ async def test_a_send_taken_but_never_answered_times_out_with_the_message_delive
     await bot.send_message(42, "answered")  # only the next call was hung
     assert [m["text"] for m in api.sent_messages[42]] == ["taken", "answered"]
     await bot.session.close()
+
+
+async def test_get_file_and_its_download_serve_the_registered_bytes(api: FakeTelegramAPI, bot: Bot) -> None:
+    file_id = api.add_file(b"%PDF-1.4 hello", name="a.pdf")
+    info = await bot.get_file(file_id)
+    assert (info.file_id, info.file_size) == (file_id, 14) and info.file_path
+    downloaded = await bot.download_file(info.file_path)
+    assert downloaded is not None and downloaded.read() == b"%PDF-1.4 hello"
+    assert api.downloads == [info.file_path]
+
+
+async def test_get_file_refuses_an_unknown_id_and_a_file_over_20_mb(api: FakeTelegramAPI, bot: Bot) -> None:
+    with pytest.raises(TelegramBadRequest, match="invalid file_id"):
+        await bot.get_file("nope")
+    with pytest.raises(TelegramBadRequest, match="file is too big"):
+        await bot.get_file(api.add_file(b"x", size=21 * 2**20))
+
+
+async def test_a_broken_download_answers_its_status_is_cut_short_or_hangs(api: FakeTelegramAPI) -> None:
+    gone, failing, cut, hanging = (api.add_file(bytes(10_000)) for _ in range(4))
+    api.break_file(gone, status=404)
+    api.break_file(failing, status=500)
+    api.break_file(cut, cut_at=100)
+    api.break_file(hanging, hang=True)
+    url = f"{api.base_url}/file/bot{api.token}/" + "{}"
+    async with aiohttp.ClientSession() as session:
+        for file_id, status in ((gone, 404), (failing, 500)):
+            async with session.get(url.format(api.files[file_id].path)) as response:
+                assert response.status == status
+        async with session.get(url.format(api.files[cut].path)) as response:
+            assert response.content_length == 10_000
+            with pytest.raises(aiohttp.ClientPayloadError):
+                await response.read()
+        with pytest.raises(TimeoutError):
+            async with session.get(url.format(api.files[hanging].path), timeout=aiohttp.ClientTimeout(total=0.3)):
+                pass
+        async with session.get(f"{api.base_url}/file/botWRONG:token/{api.files[gone].path}") as response:
+            assert response.status == 401
+    assert len(api.downloads) == 5
+
+
+async def test_media_updates_and_an_album_read_as_aiogram_types(api: FakeTelegramAPI, bot: Bot) -> None:
+    api.push_media(42, 42, api.voice(b"OggS", duration=4, transcript="hi there"))
+    api.push_media(42, 42, api.document(b"%PDF", file_name="x.pdf"), caption="see @bruce_test_bot")
+    api.push_album(42, 42, [api.photo((90, 60, b"s"), (800, 600, b"large")), api.photo((90, 60, b"t"))],
+                   caption="trip", caption_on=1)
+    api.push_media(-100, 42, api.location(), chat_type="supergroup")
+    voice, document, first, second, location = await bot.get_updates()
+    assert voice.message and voice.message.voice and voice.message.voice.duration == 4
+    assert voice.message.voice.model_extra == {"transcript": "hi there"}
+    assert document.message and document.message.document and document.message.document.file_name == "x.pdf"
+    assert [(e.type, e.offset) for e in document.message.caption_entities or []] == [("mention", 4)]
+    assert first.message and second.message and first.message.media_group_id == second.message.media_group_id
+    assert (first.message.caption, second.message.caption) == (None, "trip")
+    assert [p.width for p in first.message.photo or []] == [90, 800]
+    assert location.message and location.message.location and location.message.chat.type == "supergroup"
+    large = (first.message.photo or [])[-1]
+    info = await bot.get_file(large.file_id)
+    assert info.file_path and (await bot.download_file(info.file_path)).read() == b"large"  # type: ignore[union-attr]

@@ -146,7 +146,7 @@ async def test_the_audit_reads_are_records_newest_first_filtered_and_paged(tmp_p
         assert [c.seq for c in trace.llm_calls] == [1] and [t.id for t in trace.tool_executions] == [1, 2, 3]
         assert [(r.text, r.kind) for r in trace.replies] == [("4", "chat")]
         assert as_dict(trace.message) == {"id": inbound, "text": "2+2?", "sender_id": "u",
-                                          "created_at": trace.message.created_at}
+                                          "created_at": trace.message.created_at, "attachments": None}
         assert await store.audit.turn_trace("nosuch") is None
     finally:
         await store.close()

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Protocol, TypeVar
 
 from bruce.clock import utc_iso
-from bruce.values import TurnSource
+from bruce.values import LLMCallKind, TurnSource
 
 __all__ = ["BadRequest", "MAX_LIMIT", "parse_filters", "one_page"]
 
@@ -52,6 +52,8 @@ def _checked(name: str, value: str, statuses: tuple[str, ...]) -> str:
     """One filter's value, as the store compares it (a moment in UTC)."""
     if name == "status" and value not in statuses:
         raise BadRequest(f"status: {value[:40]!r} is not one of {', '.join(statuses)}")
+    if name == "kind" and value not in {k.value for k in LLMCallKind}:
+        raise BadRequest(f"kind: {value[:40]!r} is not one of {', '.join(k.value for k in LLMCallKind)}")
     if name == "source" and value not in {s.value for s in TurnSource}:
         raise BadRequest(f"source: {value[:40]!r} is not one of {', '.join(s.value for s in TurnSource)}")
     if name in ("since", "until"):

@@ -6,6 +6,8 @@
   const statusLine = document.getElementById("chat-status");
   const form = document.getElementById("chat-form");
   const input = document.getElementById("chat-text");
+  const files = document.getElementById("chat-files");
+  const PREVIEW_BYTES = 10 * 1024 * 1024;  // a larger photo is named, not previewed
   let draft = null;
 
   function add(kind, text) {
@@ -19,11 +21,42 @@
 
   function say(text) { statusLine.textContent = text; }
 
+  // What the owner sent with files: each file's name, and a small preview of a photo read from
+  // the local file (a data: URL, which the page's CSP allows), then the caption.
+  function addUpload(text, chosen) {
+    const div = add("you", "");
+    chosen.forEach(function (file) {
+      const row = document.createElement("div");
+      row.className = "attachment";
+      if (file.type.indexOf("image/") === 0 && file.size <= PREVIEW_BYTES) {
+        const img = document.createElement("img");
+        img.alt = file.name;
+        const reader = new FileReader();
+        reader.onload = function () { img.src = reader.result; };
+        reader.readAsDataURL(file);
+        row.appendChild(img);
+      }
+      const name = document.createElement("span");
+      name.textContent = file.name;
+      row.appendChild(name);
+      div.appendChild(row);
+    });
+    if (text) {
+      const caption = document.createElement("div");
+      caption.textContent = text;
+      div.appendChild(caption);
+    }
+    log.scrollTop = log.scrollHeight;
+    return div;
+  }
+
   async function post(url, body) {
+    const form = body instanceof FormData;  // multipart: the browser sets the type and its boundary
+    const headers = {"X-CSRF-Token": csrf};
+    if (!form) { headers["Content-Type"] = "application/json"; }
     const response = await fetch(url, {
-      method: "POST", credentials: "same-origin",
-      headers: {"Content-Type": "application/json", "X-CSRF-Token": csrf},
-      body: JSON.stringify(body),
+      method: "POST", credentials: "same-origin", headers: headers,
+      body: form ? body : JSON.stringify(body),
     });
     let answer = {};
     try { answer = await response.json(); } catch (e) { answer = {}; }
@@ -89,9 +122,22 @@
   form.addEventListener("submit", async function (e) {
     e.preventDefault();
     const text = input.value.trim();
-    if (!text) { return; }
+    const chosen = Array.from(files.files);
+    if (!text && !chosen.length) { return; }
     input.value = "";
-    add("you", text);
-    await post("/api/chat/messages", {text: text});
+    if (!chosen.length) {
+      add("you", text);
+      await post("/api/chat/messages", {text: text});
+      return;
+    }
+    const body = new FormData();
+    body.append("text", text);
+    chosen.forEach(function (file) { body.append("files", file, file.name); });
+    files.value = "";
+    addUpload(text, chosen);
+    const sending = "Sending " + chosen.length + (chosen.length === 1 ? " file…" : " files…");
+    say(sending);
+    await post("/api/chat/messages", body);
+    if (statusLine.textContent === sending) { say(""); }
   });
 })();

@@ -9,7 +9,7 @@ from bruce.admin import AdminServer
 from bruce.admin.pages.llm import svg_points
 from tests.fakes.llm_server import Step
 from tests.helpers import ADMIN_TOKEN as TOKEN
-from tests.helpers import BEARER, say
+from tests.helpers import BEARER, rows, say
 
 
 async def test_llm_calls_filters_totals_budget_and_charts(app_factory, fake_llm):
@@ -42,3 +42,33 @@ def test_the_chart_points_span_the_width_and_scale_to_the_highest():
     assert svg_points([0.0, 5.0, 10.0], width=100, height=24) == "0.0,22.0 50.0,12.0 100.0,2.0"
     assert svg_points([3.0], width=100, height=24) == "0.0,2.0"
     assert svg_points([0.0, 0.0], width=10, height=24) == "0.0,22.0 10.0,22.0"  # all zero: a flat line
+
+
+async def test_transcriptions_are_told_apart_from_chat_calls_with_totals_per_kind(app, admin, fake_llm):
+    from bruce.records import LLMCallRecord
+    from bruce.values import LLMCallKind, LLMCallStatus
+
+    await say(app, "hi")
+    (turn,) = await rows(app, "SELECT id FROM turns")
+    for latency, status, cost in ((300.0, LLMCallStatus.OK, 0.006), (500.0, LLMCallStatus.ERROR, None)):
+        await app.store.audit.record_llm_call(LLMCallRecord(
+            turn_id=turn["id"], seq=9, model="openai/whisper-1", status=status, latency_ms=latency, cost_usd=cost,
+            kind=LLMCallKind.TRANSCRIPTION))
+    heard = await (await admin.get("/api/llm-calls", params={"kind": "transcription"}, headers=BEARER)).json()
+    assert [(c["model"], c["kind"]) for c in heard["items"]] == [("openai/whisper-1", "transcription")] * 2
+    chat = await (await admin.get("/api/llm-calls", params={"kind": "chat"}, headers=BEARER)).json()
+    assert [c["model"] for c in chat["items"]] == ["openai/primary"]
+    totals = {t["kind"]: t for t in heard["totals_by_kind"]}
+    assert totals["transcription"] == {"kind": "transcription", "calls": 2, "failed": 1, "mean_latency_ms": 400.0,
+                                       "usd": 0.006}
+    assert totals["chat"]["calls"] == 1 and totals["chat"]["failed"] == 0
+    bad = await admin.get("/api/llm-calls", params={"kind": "vision"}, headers=BEARER)
+    assert bad.status == 400 and "kind: 'vision' is not one of chat, transcription" in (await bad.json())["error"]
+    html = await (await admin.get("/llm", params={"kind": "transcription"}, headers=BEARER)).text()
+    assert '<td><a href="/llm?kind=transcription">transcription</a></td><td>2</td><td>1</td><td>400</td>' \
+           '<td>0.0060</td>' in html
+    assert '<option value="transcription" selected>' in html
+    assert '<td class="kind-transcription">transcription</td><td>openai/whisper-1</td>' in html
+    assert '<td class="kind-chat">' not in html  # the filter shows transcriptions only
+    trace = await (await admin.get(f"/turns/{turn['id']}", headers=BEARER)).text()
+    assert "<strong>LLM</strong> (transcription) openai/whisper-1" in trace

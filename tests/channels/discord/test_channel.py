@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 
 import pytest
@@ -15,6 +16,7 @@ from channels.discord.format import fences_balanced
 from channels.discord.interactions import ABOUT, ANSWERED_HERE
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.llm_server import Step
+from tests.fakes.media_files import pdf_with_text, png
 from tests.helpers import rows
 
 OWNER = 111
@@ -389,15 +391,24 @@ async def test_slash_commands(started, fake, fake_llm):
     assert texts[2] == "No scheduled jobs in this conversation."
 
 
-async def test_attachments_are_not_supported_yet(started, fake, fake_llm):
+async def test_a_file_goes_in_with_its_message_and_a_strangers_costs_nothing(started, fake, fake_llm):
     app = await started()
-    channel = dm_channel(fake.dm(OWNER, "", attachments=[{"filename": "cat.png", "data": b"png"}]))
-    (reply,) = await replies(fake, channel, 1)
-    assert "not supported yet" in reply
-    fake.dm(STRANGER, "", attachments=[{"filename": "cat.png", "data": b"png"}])
+    fake_llm.add(Step.text("A receipt."))
+    channel = dm_channel(fake.dm(OWNER, "what is this?", attachments=[
+        {"filename": "receipt.pdf", "content_type": "application/pdf", "data": pdf_with_text()}]))
+    assert await replies(fake, channel, 1) == ["A receipt."]
+    (stored,) = await rows(app, "SELECT text, attachments FROM messages WHERE direction = 'in'")
+    (attachment,) = json.loads(stored["attachments"])
+    assert stored["text"] == "what is this?\n\n[document: receipt.pdf]\nInvoice 42: total 17.50 EUR"  # read once
+    assert (attachment["kind"], attachment["name"], attachment["mime"]) == ("document", "receipt.pdf", "application/pdf")
+    assert attachment["ref"].startswith(fake.base_url) and len(fake.downloads) == 1
+    downloads = len(fake.downloads)
+    stranger = fake.dm(STRANGER, "", attachments=[{"filename": "cat.png", "content_type": "image/png", "data": png()}],
+            stickers=["wave"])
     await asyncio.sleep(0.3)
-    assert fake_llm.requests == [] and await rows(app, "SELECT id FROM messages") == []
-    assert len(fake.messages) == 1  # the stranger was told nothing
+    assert len(fake_llm.requests) == 1 and len(await rows(app, "SELECT id FROM messages")) == 2
+    assert len(fake.downloads) == downloads  # nothing fetched
+    assert posted(fake, dm_channel(stranger)) == ["Sorry, I only talk to my owner."]  # as for a text
 
 
 async def test_a_saved_document_arrives_as_a_file_after_the_reply(started, fake, fake_llm):

@@ -360,14 +360,15 @@ async def test_in_groups_strangers_get_no_command_answers(started, api, fake_llm
     assert fake_llm.requests == [] and await rows(app, "SELECT id FROM messages") == []
 
 
-async def test_photos_get_a_clear_reply_and_edits_are_ignored(started, api, fake_llm):
+async def test_edits_are_ignored(started, api, fake_llm):
     app = await started()
-    api.push_message(OWNER, OWNER, photo=True)
-    (reply,) = await replies(api, OWNER, 1)
-    assert "not supported yet" in reply
+    fake_llm.add(Step.text("Hi."))
+    api.push_message(OWNER, OWNER, "hello")
     api.push_edited_message(OWNER, OWNER, "changed my mind")
+    assert await replies(api, OWNER, 1) == ["Hi."]
     await api.wait_for("getUpdates", count=4)
-    assert fake_llm.requests == [] and await rows(app, "SELECT id FROM messages") == []
+    assert [m["content"] for m in fake_llm.requests[0]["messages"][1:]] == ["hello"]
+    assert len(fake_llm.requests) == 1 and len(await rows(app, "SELECT id FROM messages WHERE role = 'user'")) == 1
 
 
 async def test_in_groups_only_a_mention_or_a_reply_to_the_bot_is_answered(started, api, fake_llm):

@@ -28,6 +28,7 @@ class Reader:
 class Channel:
     def __init__(self, connects: list[bool | Exception] | None = None) -> None:
         self.handled: list[str] = []
+        self.albums: list[list[str]] = []
         self.received = 0
         self.fail_store: set[str] = set()
         self.connects = connects or []
@@ -48,6 +49,10 @@ class Channel:
             raise StoreError("database is locked")
         self.handled.append(text)
 
+    async def handle_album(self, updates: list[dict[str, Any]]) -> None:
+        self.albums.append([update["message"]["text"] for update in updates])
+        self.handled.append("+".join(self.albums[-1]))
+
     def got(self) -> None:
         self.received += 1
 
@@ -58,10 +63,11 @@ async def api():
         yield fake
 
 
-async def polling(api: FakeTelegramAPI, channel: Channel, *, connected: bool = True) -> tuple[Poller, BotAPI]:
+async def polling(api: FakeTelegramAPI, channel: Channel, *, connected: bool = True,
+                  clock: FakeClock | None = None) -> tuple[Poller, BotAPI]:
     bot_api = BotAPI(api.token, api.base_url)
-    poller = Poller(bot_api, poll_timeout_s=1, clock=FakeClock(), connect=channel.connect, bot=channel.bot,
-                    handle=channel.handle, received=channel.got)
+    poller = Poller(bot_api, poll_timeout_s=1, clock=clock or FakeClock(), connect=channel.connect, bot=channel.bot,
+                    handle=channel.handle, handle_album=channel.handle_album, received=channel.got)
     poller.start(connected)
     return poller, bot_api
 
@@ -137,3 +143,72 @@ async def test_a_refused_token_stops_polling(api):
                 await poller.stop()
                 await bot_api.close()
     assert api.calls_to("getUpdates") == []  # neither got as far as polling
+
+
+def album_item(api: FakeTelegramAPI, text: str, group: str, *, chat: int = 111) -> int:
+    """A message of an album (the poller goes by the raw update; the stand-in reads ``text``)."""
+    return api.push_update({"message": {"message_id": 1, "date": 1, "chat": {"id": chat, "type": "private"},
+                                        "text": text, "media_group_id": group}})
+
+
+async def test_an_album_in_one_answer_is_handled_as_one_between_the_messages_around_it(api):
+    channel = Channel()
+    api.push_message(111, 111, "before")
+    for text in ("a", "b", "c"):
+        album_item(api, text, "g1")
+    album_item(api, "other album", "g2")
+    api.push_message(111, 111, "after")
+    poller, bot_api = await polling(api, channel)
+    try:
+        await until(lambda: len(channel.handled) == 4)
+    finally:
+        await poller.stop()
+        await bot_api.close()
+    assert channel.handled == ["before", "a+b+c", "other album", "after"]
+    assert channel.albums == [["a", "b", "c"], ["other album"]]
+
+
+async def test_an_album_at_the_end_of_an_answer_waits_for_the_rest_and_stays_unconfirmed(api):
+    """The album's first items end a getUpdates answer: the poller waits a quiet second (the fake
+    clock), asks again from the album's first update, and sees the rest that came meanwhile."""
+    channel, clock = Channel(), FakeClock()
+    first = album_item(api, "a", "g1")
+    seen_pending: list[list[int]] = []
+
+    def rest_arrives() -> None:
+        seen_pending.append([u["update_id"] for u in api.pending_updates])
+        album_item(api, "b", "g1")
+
+    clock.on_sleep.append(rest_arrives)
+    poller, bot_api = await polling(api, channel, clock=clock)
+    try:
+        await until(lambda: channel.handled == ["a+b"])
+    finally:
+        await poller.stop()
+        await bot_api.close()
+    assert seen_pending == [[first]]  # not confirmed while it waited: a crash then loses nothing
+    assert 1.0 in clock.sleeps
+    assert any(call.get("offset") == first for call in api.calls_to("getUpdates"))
+
+
+async def test_an_album_that_cannot_be_stored_is_fetched_again_whole(api):
+    channel = Channel()
+    calls: list[list[str]] = []
+
+    async def flaky(updates: list[dict[str, Any]]) -> None:
+        calls.append([u["message"]["text"] for u in updates])
+        if len(calls) == 1:
+            raise StoreError("database is locked")
+        channel.handled.append("+".join(calls[-1]))
+
+    channel.handle_album = flaky  # type: ignore[method-assign]
+    for text in ("a", "b"):
+        album_item(api, text, "g1")
+    api.push_message(111, 111, "after")
+    poller, bot_api = await polling(api, channel)
+    try:
+        await until(lambda: channel.handled == ["a+b", "after"])
+    finally:
+        await poller.stop()
+        await bot_api.close()
+    assert calls == [["a", "b"], ["a", "b"]]

@@ -7,8 +7,8 @@ from aiogram.types import Update
 
 from bruce.channel import DecisionReport, IncomingMessage
 from bruce.config.schema import TelegramConfig
-from bruce.values import ConversationId, DecisionOutcome
-from channels.telegram.updates import UNSUPPORTED, UpdateHandler
+from bruce.values import AttachmentKind, ConversationId, DecisionOutcome
+from channels.telegram.updates import UpdateHandler
 from tests.fakes.clock import FakeClock
 
 OWNER = 111
@@ -94,11 +94,36 @@ async def test_groups_turned_off_pass_nothing_on():
     assert core.delivered == []
 
 
-async def test_a_photo_gets_a_clear_reply_only_for_an_allowed_sender():
+STICKER = {"file_id": "s1", "file_unique_id": "us1", "type": "regular", "width": 512, "height": 512,
+           "is_animated": False, "is_video": False}
+
+
+async def test_a_sticker_goes_to_the_core_as_an_other_and_a_service_message_nowhere():
     updates, bot, core = handler()
-    await updates.handle(update(message=message(OWNER, OWNER, None)))
-    await updates.handle(update(message=message(STRANGER, STRANGER, None)))
-    assert bot.plain == [(OWNER, UNSUPPORTED)] and core.delivered == []
+    await updates.handle(update(1, message=message(OWNER, OWNER, None, n=1, sticker=STICKER)))
+    await updates.handle(update(2, message=message(OWNER, OWNER, None, n=2, new_chat_title="x")))
+    [delivered] = core.delivered
+    assert delivered.text == "" and [(a.kind, a.label, a.ref) for a in delivered.attachments] == [
+        (AttachmentKind.OTHER, "sticker", "")]
+    assert bot.plain == []
+
+
+async def test_a_caption_that_is_a_command_is_not_answered_here():
+    updates, bot, core = handler()
+    await updates.handle(update(message=message(OWNER, OWNER, None, caption="/help", sticker=STICKER)))
+    assert bot.plain == [] and core.delivered[0].text == "/help"
+
+
+async def test_in_a_group_media_needs_a_mention_in_its_caption_or_a_reply_to_the_bot():
+    updates, _, core = handler()
+    bot_message = message(42, GROUP, "earlier", n=1)
+    bot_message["from"] = {"id": 42, "is_bot": True, "first_name": "Bruce"}
+    await updates.handle(update(1, message=message(OWNER, GROUP, None, n=2, sticker=STICKER)))
+    await updates.handle(update(2, message=message(OWNER, GROUP, None, n=3, caption="look @bruce_bot",
+                                                   sticker=STICKER)))
+    await updates.handle(update(3, message=message(OWNER, GROUP, None, n=4, sticker=STICKER,
+                                                   reply_to_message=bot_message)))
+    assert [(m.platform_message_id, m.text) for m in core.delivered] == [(f"{GROUP}:3", "look"), (f"{GROUP}:4", "")]
 
 
 async def test_id_answers_a_stranger_once_a_minute():

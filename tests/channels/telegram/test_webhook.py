@@ -3,6 +3,7 @@ posts updates to it (the channel end to end: tests/channels/test_telegram.py).""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
@@ -45,7 +46,14 @@ async def webhook(api):
 
     bot_api = BotAPI(api.token, api.base_url)
     hook = TelegramWebhookConfig(url="http://127.0.0.1:{port}/telegram/webhook", secret_token=SECRET, port=0)
-    server = WebhookServer(bot_api, hook, bot=bot, handle=handle, received=lambda: received.append(True))
+    async def handle_album(updates: list[dict[str, Any]]) -> None:
+        texts = [update["message"]["text"] for update in updates]
+        if "locked" in texts:
+            raise StoreError("database is locked")
+        handled.append("+".join(texts))
+
+    server = WebhookServer(bot_api, hook, bot=bot, handle=handle, handle_album=handle_album,
+                           received=lambda: received.append(True), album_quiet_s=0.3)
     yield SimpleNamespace(server=server, handled=handled, received=received)
     await server.stop()
     await bot_api.close()
@@ -87,3 +95,22 @@ async def test_a_refused_registration_is_a_start_up_error(webhook, api):
     api.fail_next("setWebhook", status=400, description="Bad Request: bad webhook: HTTPS url must be provided")
     with pytest.raises(BruceError, match="Telegram refused the webhook .*HTTPS url must be provided"):
         await webhook.server.start()
+
+
+def album_item(text: str, group: str) -> dict[str, Any]:
+    update = message(text)
+    update["message"]["media_group_id"] = group
+    return update
+
+
+async def test_an_albums_requests_are_handled_as_one_and_answered_together(webhook, api):
+    await start(webhook, api)
+    answers = await asyncio.gather(*(api.deliver_webhook(album_item(text, "g1")) for text in ("a", "b", "c")))
+    assert [status for status, _ in answers] == [200, 200, 200]
+    assert len(webhook.handled) == 1 and sorted(webhook.handled[0].split("+")) == ["a", "b", "c"]
+
+
+async def test_an_album_that_cannot_be_stored_is_asked_again_for_every_item(webhook, api):
+    await start(webhook, api)
+    answers = await asyncio.gather(*(api.deliver_webhook(album_item(text, "g2")) for text in ("locked", "b")))
+    assert [status for status, _ in answers] == [503, 503] and webhook.handled == []
