@@ -38,6 +38,8 @@ bench: install-test
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/memory_overhead.py
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/send_window.py
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/media_overhead.py
+	# fails (exit 1) when idle memory grew by more than 10 % over benchmarks/footprint.json
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python benchmarks/footprint.py --check
 
 # The kill -9 soak (docs/benchmarks.md, "Crash soak"); minutes, so never part of `make test`.
 # A short run:  make soak SOAK_ARGS="--kills 5 --messages 40 --phase2-reminders 12 --phase2-restarts 1"

@@ -533,7 +533,7 @@ async def run(args: argparse.Namespace, channel: type[FakeChannel], script: str)
         config = parse_config(_config(Path(tmp.name), ch, llm, args), environ={})
         clock = SystemClock()
 
-        # -- start-up, as `bruce run` (bruce.cli.main._serve): build_app, start, warm_up ---------
+        # -- start-up: build_app, start, warm_up (`bruce run` now warms up before start: footprint.py) --
         t0 = time.monotonic()
         app = await build_app(config, clock=clock, environ={}, extra_channels=[socket_console(config, clock)])
         t_built = time.monotonic()

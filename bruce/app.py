@@ -7,8 +7,10 @@ section with no factory is reported, not silently ignored.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
+import importlib
 import os
 import socket
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -31,7 +33,7 @@ from bruce.jobs.scheduler import Scheduler, SchedulerSettings
 from bruce.limits import RateLimiter
 from bruce.llm.budget import Budget
 from bruce.llm.capabilities import supports_vision
-from bruce.llm.service import LLMService
+from bruce.llm.service import LLMService, load_litellm
 from bruce.llm.transcription import Transcription
 from bruce.log import Redactor
 from bruce.media.intake import MediaIntake
@@ -59,7 +61,7 @@ if TYPE_CHECKING:
     from channels.console_socket import SocketConsole
     from tools.mcp.bridge import MCPBridge
 
-__all__ = ["build_app", "CHANNEL_FACTORIES", "console_channel", "socket_console", "web_chat", "tool_set",
+__all__ = ["build_app", "load_libraries", "CHANNEL_FACTORIES", "console_channel", "socket_console", "web_chat", "tool_set",
            "stop_tool_workers", "probe_mcp", "tool_server", "ToolServer", "connect_mcp"]
 
 log = structlog.get_logger(__name__)
@@ -91,6 +93,28 @@ def _discord(section: Any, context: ChannelContext) -> Channel:
 
 # channel name -> factory taking that channel's config section (``channels.<name>``)
 CHANNEL_FACTORIES: dict[str, ChannelFactory] = {"telegram": _telegram, "discord": _discord}
+
+# channel name -> the module with its SDK, which the channel otherwise imports in a thread once started
+CHANNEL_SDKS: dict[str, str] = {"telegram": "channels.telegram.bot"}
+
+
+async def load_libraries(config: Config) -> None:
+    """Import what the first message needs, in a thread, while the app is built: litellm (the
+    model client) and the SDK of each enabled channel (aiogram's types). ``bruce run`` awaits
+    it before any channel starts reading, so no update waits for an import. A channel SDK that
+    fails to import is left to its channel, which reports it when it starts."""
+    modules = [CHANNEL_SDKS[name] for name, section in config.channels.sections().items()
+               if section.enabled and name in CHANNEL_SDKS]
+
+    def load() -> None:
+        load_litellm()
+        for module in modules:
+            try:
+                importlib.import_module(module)
+            except Exception:  # the channel's own import says what broke
+                log.warning("app.preload_failed", module=module)
+
+    await asyncio.to_thread(load)
 
 
 def console_channel(config: Config, clock: Clock) -> ConsoleChannel:

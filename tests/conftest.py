@@ -13,6 +13,7 @@ from typing import Any  # noqa: E402
 import pytest  # noqa: E402
 from aiohttp import web  # noqa: E402
 
+import channels.telegram  # noqa: E402,F401  aiogram's types deferred in the tests as in `bruce run`
 from bruce.app import build_app
 from bruce.config.loader import parse_config  # noqa: E402
 from bruce.config.schema import Config  # noqa: E402

@@ -148,3 +148,44 @@ def test_only_the_assembly_names_channels_or_tools():
                  for name, path in modules().items() if name.startswith("bruce") and name != ASSEMBLY
                  for i in imports_of(name, path, type_checking=True) if i.target.split(".")[0] in ("channels", "tools")]
     assert offenders == []
+
+
+# what `bruce run` loads: nothing the config does not use -------------------------------------
+
+UNUSED_WITH_TELEGRAM_ONLY = ("discord", "mcp", "uvicorn", "trafilatura", "bruce.eval", "bruce.admin", "jinja2",
+                             "prometheus_client", "aiogram", "litellm")
+
+_BUILD = """
+import asyncio, json, sys
+from bruce.app import build_app
+from bruce.config.loader import parse_config
+
+async def main():
+    app = await build_app(parse_config(json.loads(sys.argv[1])))
+    try:
+        assert await app.start_admin() is None
+        print("LOADED", json.dumps(sorted(m for m in json.loads(sys.argv[2]) if m in sys.modules)))
+    finally:
+        await app.stop()
+
+asyncio.run(main())
+"""
+
+
+def test_building_the_daemon_with_telegram_only_loads_no_unused_library(tmp_path):
+    """aiogram and litellm load in threads once the app starts; the rest never, with this config."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    config = {"storage": {"path": str(tmp_path / "bruce.db")}, "console": {"socket_path": str(tmp_path / "s")},
+              "admin": {"enabled": False},
+              "llm": {"model": "openai/m", "api_base": "http://127.0.0.1:9/v1", "api_key": "sk-test"},
+              "channels": {"telegram": {"enabled": True, "token": "123456:TEST-token-abcdefghij", "allowed_users": [1]}}}
+    done = subprocess.run([sys.executable, "-c", _BUILD, json.dumps(config), json.dumps(UNUSED_WITH_TELEGRAM_ONLY)],
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    loaded = next(line for line in done.stdout.splitlines() if line.startswith("LOADED "))
+    assert json.loads(loaded.removeprefix("LOADED ")) == []

@@ -24,6 +24,7 @@ import json
 import os
 import signal
 import sys
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -129,20 +130,33 @@ async def _shut_down(app: App, signals: _Signals) -> int:
 
 
 async def _serve(config: Config, redactor: Redactor) -> int:
-    from bruce.app import build_app, socket_console, web_chat
+    """Start-up, ordered so that the first message waits for no import: litellm and the channels'
+    SDKs load in a thread while the app is built; the admin page (``/healthz``: "starting")
+    serves meanwhile; the channels start reading once the model client is warm (``app.ready``)."""
+    from bruce.app import build_app, load_libraries, socket_console, web_chat
     from bruce.clock import SystemClock
 
+    started = time.monotonic()
     signals = _Signals(asyncio.get_running_loop())  # before anything starts: no signal is lost
+    loading = asyncio.create_task(load_libraries(config), name="app.load_libraries")
     for warning in config_warnings(config):  # what `bruce config check` prints after "config ok"
         log.warning("config.warning", warning=warning)
     clock = SystemClock()
     extra = [socket_console(config, clock)] + ([web_chat(config, clock)] if config.admin.enabled else [])
-    app = await build_app(config, clock=clock, redactor=redactor, extra_channels=extra)
+    try:
+        app = await build_app(config, clock=clock, redactor=redactor, extra_channels=extra)
+    except BaseException:
+        loading.cancel()  # its thread ends on its own
+        raise
+    app.ready = False
     try:
         await app.start_admin()  # first: a host beyond loopback without a token is refused before anything runs
-        await app.start()
+        await loading
         await app.llm.warm_up()
         log.info("llm.ready", model=config.llm.model)
+        await app.start()
+        app.ready = True
+        log.info("app.ready", model=config.llm.model, seconds=round(time.monotonic() - started, 2))
         await signals.stop.wait()
         log.info("app.stopping")
     finally:

@@ -69,6 +69,8 @@ class App:
     stop_tools: Callable[[], None] = lambda: None  # ends the tools' worker processes (calculator, page reader)
     leases: Leases | None = None  # this process's hold on its channels and the scheduler (one per database)
     kept_media: KeptMedia | None = None  # photos kept for media.keep_days, cleaned at start and daily
+    # False while ``bruce run`` loads the model client and its channels do not read yet: /healthz says "starting"
+    ready: bool = True
     _stopped: bool = field(default=False, init=False)
     _lost: set[asyncio.Task[None]] = field(default_factory=set, init=False)  # channels stopped on a lost lease
 
@@ -139,12 +141,12 @@ class App:
     async def start_admin(self) -> str | None:
         """Serve the admin page on ``admin.host:port`` (``bruce run`` only); its URL, or None when
         ``admin.enabled`` is false. Raises ConfigError on a host beyond loopback without a token."""
+        a = self.config.admin
+        if not a.enabled:
+            return None  # and the page's modules (aiohttp's web server, Jinja, prometheus_client) stay unloaded
         from bruce.admin import AdminServer
         from bruce.admin.auth import resolve_token
 
-        a = self.config.admin
-        if not a.enabled:
-            return None
         token, generated = resolve_token(a.token.get_secret_value() if a.token else None, host=a.host,
                                          data_dir=self.config.storage.path.parent)
         if generated is not None:
@@ -169,6 +171,8 @@ class App:
         received = self.control.health()
         found: dict[str, Any] = {"scheduler": scheduler,
                                  "channels": {name: {"last_receive": received.get(name)} for name in self.channels}}
+        if not self.ready:
+            found["status"] = "starting"  # 503 until it can answer
         if self.mcp is not None:
             found["mcp"] = {s["server"]: s["state"] for s in self.mcp.status()}
         return found

@@ -1,8 +1,8 @@
 """The aiogram half of the Telegram channel: reading updates and sending.
 
 ``channels.telegram.channel`` imports this module in a thread once the channel has started, because
-``import aiogram`` takes seconds of CPU (its types module builds ~600 pydantic schemas at
-import): receiving starts at once over raw Bot API calls, and the first batch of updates
+``import aiogram`` takes CPU (about a second with its types deferred, ``deferred_types``;
+seconds without): receiving starts at once over raw Bot API calls, and the first batch of updates
 waits for this module, not the other way round. Nothing outside ``channels/telegram/``
 imports it, and ``bruce`` never does.
 
@@ -36,11 +36,14 @@ from aiogram.methods import Response, SendMessageDraft, TelegramMethod
 from aiogram.types import CallbackQuery, FSInputFile, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
 
 from bruce.errors import ChannelSendError
+from channels.telegram.deferred_types import prebuild
 from channels.telegram.format import plain_text
 
 __all__ = ["TelegramBot", "translate_error", "DRAFT_MAX_CHARS", "DraftOutcome"]
 
 log = structlog.get_logger(__name__)
+
+prebuild()  # the types and calls Bruce uses, built here in the import thread, not on the first update
 
 DRAFT_MAX_CHARS = 4000
 DraftOutcome = Literal["shown", "refused", "unsupported"]
