@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import sys
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from bruce.errors import LLMCallFailed, LLMNotConfigured, LLMUnavailable, OverBu
 from bruce.llm.breaker import Circuit, CircuitBreaker
 from bruce.llm.budget import BACKGROUND_STOP_AT, Budget
 from bruce.llm.faults import classify, retry_after
+from bruce.llm.lean import release_unused
 from bruce.llm.reply import LLMReply, parse_reply, reply_cost
 from bruce.llm.stream import collect_stream
 from bruce.records import LLMCallRecord
@@ -83,8 +85,14 @@ def provider_key_env(model: str) -> str | None:
 
 
 def load_litellm() -> Any:
+    """litellm, imported on first use (about 3 s and 155 MiB: ``warm_up`` does it off the event
+    loop), set up for how Bruce calls it; what its import kept for nothing is let go of once."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    first = "litellm" not in sys.modules
     import litellm
+
+    if first:
+        release_unused()
 
     litellm.suppress_debug_info = True
     litellm.telemetry = False
