@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from bruce.clock import local_time
 from bruce.safe_text import visible
 from bruce.values import DecisionOutcome, ExecutionMode
 
@@ -150,22 +151,19 @@ def _spent(spend: Any) -> str:
 
 
 def budget_reached(spend: Any, zone: ZoneInfo) -> str:
-    reset = spend.resets_at.astimezone(zone)
     return (f"Today's LLM budget is used up ({_spent(spend)}), so I cannot answer with the model until "
-            f"{reset:%H:%M} ({zone.key}) on {reset:%a %Y-%m-%d}. The owner can raise today's budget once with "
+            f"{local_time(spend.resets_at, zone, weekday=True)}. The owner can raise today's budget once with "
             "`bruce budget allow --usd N`. Reminders still arrive.")
 
 
 def budget_warning(spend: Any, zone: ZoneInfo) -> str:
-    reset = spend.resets_at.astimezone(zone)
     return (f"Note: {int(spend.fraction * 100)}% of today's LLM budget is used ({_spent(spend)}). "
-            f"At 100% I stop using the model until {reset:%H:%M} ({zone.key}).")
+            f"At 100% I stop using the model until {local_time(spend.resets_at, zone, date=False)}.")
 
 
 def rate_limited(retry_at: datetime, zone: ZoneInfo) -> str:
-    local = retry_at.astimezone(zone)
     return (f"You are sending messages faster than I take them, so I am not reading them for now. "
-            f"Messages sent before {local:%H:%M:%S} ({zone.key}) are not answered; after that, write again.")
+            f"Messages sent before {local_time(retry_at, zone, date=False, seconds=True)} are not answered; after that, write again.")
 
 
 def job_missed(content: str, when: str, mode: ExecutionMode) -> str:

@@ -42,7 +42,7 @@ def test_interruption_notes_quote_a_long_message_shortened() -> None:
 def test_budget_reached_tells_the_local_reset_time_and_both_limits() -> None:
     line = texts.budget_reached(spend(usd=2.0, tokens=120_000, limit_usd=2.0, limit_tokens=100_000), SAO_PAULO)
     assert "($2.00 of $2.00, 120,000 of 100,000 tokens)" in line
-    assert "until 00:00 (America/Sao_Paulo) on Thu 2026-12-03" in line
+    assert "until Thu 2026-12-03 00:00 -03 (America/Sao_Paulo)." in line
     only_usd = texts.budget_reached(spend(usd=1.5, tokens=9, limit_usd=2.0, limit_tokens=None), SAO_PAULO)
     assert "($1.50 of $2.00)" in only_usd and "tokens" not in only_usd.split(")")[0]
 
@@ -50,12 +50,12 @@ def test_budget_reached_tells_the_local_reset_time_and_both_limits() -> None:
 def test_budget_warning_shows_the_share_used() -> None:
     line = texts.budget_warning(spend(usd=1.7, tokens=0, limit_usd=2.0, limit_tokens=None), SAO_PAULO)
     assert line.startswith("Note: 85% of today's LLM budget is used ($1.70 of $2.00).")
-    assert "until 00:00 (America/Sao_Paulo)" in line
+    assert "until 00:00 -03 (America/Sao_Paulo)." in line
 
 
 def test_rate_limited_gives_the_local_time_to_write_again() -> None:
     line = texts.rate_limited(datetime(2026, 12, 2, 12, 0, 30, tzinfo=UTC), SAO_PAULO)
-    assert "before 09:00:30 (America/Sao_Paulo) are not answered" in line
+    assert "before 09:00:30 -03 (America/Sao_Paulo) are not answered" in line
 
 
 def test_job_missed_names_the_kind_and_shortens_long_content() -> None:
