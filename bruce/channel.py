@@ -156,6 +156,11 @@ class LocalInbound(Inbound, Protocol):
 
     async def resend(self, conversation_id: ConversationId) -> None: ...
 
+    async def pending_requests(self, conversation_id: ConversationId) -> list[ConfirmationRequest]:
+        """The conversation's approval requests still waiting for a decision, as they were shown
+        (the web chat rebuilds their cards when a page opens)."""
+        ...
+
 
 class Operator(Protocol):
     """What the owner may ask of the running daemon from the machine (``bruce doctor``, ``bruce

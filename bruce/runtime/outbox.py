@@ -91,6 +91,11 @@ class Outbox:
         await self.flush(conversation_id)
         return reply_id
 
+    async def pending_requests(self, conversation_id: ConversationId) -> list[ConfirmationRequest]:
+        """The conversation's approval requests still waiting for a decision, as they were shown."""
+        rows = await self._outbound.pending_confirmations(str(conversation_id), now=utc_iso(self._clock.now()))
+        return [_confirmation(_payload(row)) for row in rows]
+
     async def post_confirmation(self, conversation_id: ConversationId, request: ConfirmationRequest) -> int:
         """Store an approval request with what its buttons need, then send it after what was queued before."""
         row_id = await asyncio.shield(self._outbound.add(

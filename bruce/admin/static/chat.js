@@ -65,6 +65,9 @@
   }
 
   function confirmation(event) {
+    if (Array.from(log.querySelectorAll(".msg.confirmation")).some(function (b) { return b.dataset.id === event.id; })) {
+      return;  // already shown (rebuilt from the pending list, and sent again)
+    }
     const box = document.createElement("div");
     box.className = "msg confirmation";
     box.dataset.id = event.id;
@@ -91,6 +94,13 @@
     log.appendChild(box);
     log.scrollTop = log.scrollHeight;
   }
+
+  // The requests still waiting for a decision, after a reload or in another tab: their cards again.
+  fetch("/api/chat/pending", {credentials: "same-origin"}).then(function (response) {
+    return response.ok ? response.json() : {items: []};
+  }).then(function (answer) { (answer.items || []).forEach(confirmation); }).catch(function () {
+    say("The requests waiting for your decision could not be loaded; reload the page.");
+  });
 
   const events = new EventSource("/api/chat/events");
   events.onmessage = function (message) {
