@@ -203,7 +203,7 @@ def jobs_listing(lines: list[str]) -> str:
     return "Scheduled jobs in this conversation:\n" + "\n".join(f"- {line}" for line in lines)
 
 
-def memory_listing(facts: list[Any], summary: Any | None, *, limit: int = 50) -> str:
+def memory_listing(facts: list[Any], summary: Any | None, zone: ZoneInfo, *, limit: int = 50) -> str:
     """``/memory``: what Bruce remembers (active facts, newest first), and how to forget one."""
     if not facts and summary is None:
         return "I don't remember anything about you yet."
@@ -213,7 +213,8 @@ def memory_listing(facts: list[Any], summary: Any | None, *, limit: int = 50) ->
     if len(facts) > limit:
         lines.append(f"…and {len(facts) - limit} more (`bruce memory list` on the machine shows them all).")
     if summary is not None:
-        lines.append(f"Summary ({summary.period_start[:10]} to {summary.period_end[:10]}): {summary.content}")
+        lines.append(f"Summary ({local_time(summary.period_start, zone)} to {local_time(summary.period_end, zone)}): "
+                     f"{summary.content}")
     return "\n".join(lines)
 
 

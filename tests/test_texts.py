@@ -86,17 +86,18 @@ class _Summary:
 
 
 def test_memory_listing_shows_newest_facts_first_and_counts_the_rest() -> None:
-    assert texts.memory_listing([], None) == "I don't remember anything about you yet."
+    assert texts.memory_listing([], None, SAO_PAULO) == "I don't remember anything about you yet."
     facts = [_Fact(1, "preference", "likes tea", "2026-12-01"), _Fact(2, "fact", "lives in Recife", "2026-12-02"),
              _Fact(3, "project", "writes a novel", "2026-11-30")]
-    listing = texts.memory_listing(facts, _Summary("talked about travel", "2026-11-01T00:00", "2026-11-30T23:59"),
-                                   limit=2)
+    listing = texts.memory_listing(facts, _Summary("talked about travel", "2026-11-01T12:00+00:00",
+                                                   "2026-11-30T23:59+00:00"), SAO_PAULO, limit=2)
     assert listing.splitlines() == [
         "What I remember (forget one with /forget ID):",
         "2. [fact] lives in Recife",
         "1. [preference] likes tea",
         "…and 1 more (`bruce memory list` on the machine shows them all).",
-        "Summary (2026-11-01 to 2026-11-30): talked about travel",
+        "Summary (2026-11-01 09:00 -03 (America/Sao_Paulo) to 2026-11-30 20:59 -03 (America/Sao_Paulo)): "
+        "talked about travel",  # in the owner's zone, named
     ]
 
 
