@@ -47,8 +47,11 @@ class Templates:
     def _local(self, moment: datetime | str | None, *, date: bool = True, seconds: bool = False) -> Markup:
         if moment is None or moment == "":
             return Markup("-")
-        utc = utc_title(moment)
-        shown = local_time(moment, self.zone, date=date, seconds=seconds)
+        try:
+            utc = utc_title(moment)
+            shown = local_time(moment, self.zone, date=date, seconds=seconds)
+        except (TypeError, ValueError):  # not an instant (a hand-edited eval run file): shown as it is
+            return escape(str(moment))
         return Markup(f'<time datetime="{escape(utc)}" title="{escape(utc)} (UTC)">{escape(shown)}</time>')
 
     def page(self, name: str, *, status: int = 200, request: web.Request | None = None, **values: Any) -> web.Response:
