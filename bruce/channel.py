@@ -114,6 +114,7 @@ class ConfirmationRequest:
     preview: str | None  # the dry-run preview, when the tool has one
     expires_at: datetime
     step_up: bool  # True: cannot be approved from chat; approve locally
+    expires_shown: str = ""  # ``expires_at`` as the owner reads it (``14:15 CET``, assistant.timezone); "": not shown
 
 
 @dataclass(frozen=True, slots=True)

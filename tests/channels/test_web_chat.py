@@ -111,6 +111,7 @@ async def test_the_pending_requests_are_listed_until_decided_or_expired(web, fak
     listed = (await (await client.get("/api/chat/pending", headers=BEARER)).json())["items"]
     assert [(r["type"], r["tool_name"], r["step_up"]) for r in listed] == [("confirmation", "files.write", False)] * 2
     assert '"path": "a.md"' in listed[0]["summary"] and '"path": "b.md"' in listed[1]["summary"]  # as shown, in order
+    assert listed[0]["expires_shown"] == "09:10 -03 (America/Sao_Paulo)"  # ten minutes, in the owner's zone
     denied = await client.post("/api/chat/decide", json={"id": listed[0]["id"], "approve": False}, headers=BEARER)
     assert (await denied.json())["outcome"] == "denied"
     await app.worker.wait_idle()

@@ -63,6 +63,7 @@ async def test_a_pending_approval_survives_a_reload_and_runs_once(app, fake_llm,
             await card.locator("button:has-text('Approve')").wait_for()
             assert await page.locator(".msg.confirmation").count() == 1
             assert "files.write" in await card.inner_text() and "todo.md" in await card.inner_text()
+            assert await card.locator(".expires").inner_text() == "Expires at 09:10 -03 (America/Sao_Paulo)."
             elsewhere = await context.new_page()  # opened in another tab: the same card
             await elsewhere.goto(f"{base}/chat")
             await elsewhere.locator(f".msg.confirmation[data-id='{request['id']}'] button:has-text('Deny')").wait_for()

@@ -74,6 +74,12 @@
     const text = document.createElement("p");
     text.textContent = event.summary + (event.preview ? "\n" + event.preview : "");
     box.appendChild(text);
+    if (event.expires_shown) {
+      const expires = document.createElement("p");
+      expires.className = "expires";
+      expires.textContent = "Expires at " + event.expires_shown + ".";
+      box.appendChild(expires);
+    }
     if (event.step_up) {
       const note = document.createElement("p");
       note.textContent = "Only the owner can approve this, on the machine: bruce approve " + event.id;
