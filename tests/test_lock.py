@@ -3,8 +3,8 @@ from the lock"): every package pinned with its hashes, the compromised litellm r
 every dependency of pyproject.toml locked within its bounds, and pip refusing a file whose hash
 differs from the lock's.
 
-The last test asks the package registry for one small wheel, as `make test`'s install does (pip's
-cache usually answers for the file itself).
+The last tests run pip itself on a wheel made in the test, from a local folder: no test reaches a
+registry (the install that `make test` runs is what fetches the locked files).
 """
 
 from __future__ import annotations
@@ -149,40 +149,54 @@ def test_make_run_and_make_test_install_from_the_locks_with_hashes_required(tmp_
         assert "--no-deps" in installs[1] and installs[1].endswith("-e ."), installs[1]
 
 
-def small_wheel_pin() -> Pin:
-    """annotated-types: one wheel of a few kilobytes, the same on every platform (a pydantic
-    dependency, so pip's cache has it after any install of Bruce)."""
-    (pin,) = [pin for pin in read_lock(RUNTIME_LOCK) if pin.name == "annotated-types"]
-    return pin
+def tiny_wheel(folder: Path) -> Path:
+    """A real, installable wheel made here (no registry): pip checks its hash as it would a locked one."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / "bruce_lock_probe-1.0-py3-none-any.whl"
+    files = {
+        "bruce_lock_probe/__init__.py": "",
+        "bruce_lock_probe-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: bruce-lock-probe\nVersion: 1.0\n",
+        "bruce_lock_probe-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{name},,\n" for name in files) + "bruce_lock_probe-1.0.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in {**files, "bruce_lock_probe-1.0.dist-info/RECORD": record}.items():
+            archive.writestr(name, text)
+    return wheel
 
 
-def pip_download(requirements: Path, into: Path) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes", "--only-binary=:all:"]
-    command += ["--disable-pip-version-check", "--no-input", "-d", str(into), "-r", str(requirements)]
+def pip_download(requirements: Path, index: Path, into: Path) -> subprocess.CompletedProcess[str]:
+    """``pip download`` as ``make test`` installs (hashes required), from a local folder only."""
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes", "--only-binary=:all:",
+               "--no-index", "--find-links", str(index), "--disable-pip-version-check", "--no-input",
+               "-d", str(into), "-r", str(requirements)]
     return subprocess.run(command, capture_output=True, text=True, timeout=180)
 
 
-def test_the_locked_hash_matches_the_file_the_registry_serves(tmp_path: Path) -> None:
-    pin = small_wheel_pin()
+def test_a_file_under_its_locked_hash_is_taken(tmp_path: Path) -> None:
+    wheel = tiny_wheel(tmp_path / "index")
     requirements = tmp_path / "requirements.txt"
-    requirements.write_text(pin.text + "\n", encoding="utf-8")
-    result = pip_download(requirements, tmp_path / "files")
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    requirements.write_text(f"bruce-lock-probe==1.0 --hash=sha256:{digest}\n", encoding="utf-8")
+    result = pip_download(requirements, tmp_path / "index", tmp_path / "files")
     assert result.returncode == 0, result.stderr
-    (wheel,) = (tmp_path / "files").iterdir()
-    assert hashlib.sha256(wheel.read_bytes()).hexdigest() in pin.hashes
+    assert [p.name for p in (tmp_path / "files").iterdir()] == [wheel.name]
 
 
 def test_a_changed_hash_fails_the_install_with_pips_message(tmp_path: Path) -> None:
-    pin = small_wheel_pin()
+    wheel = tiny_wheel(tmp_path / "index")
+    real = hashlib.sha256(wheel.read_bytes()).hexdigest()
     forged = hashlib.sha256(b"not the file the lock was made from").hexdigest()
     requirements = tmp_path / "requirements.txt"
-    requirements.write_text(HASH.sub(f"--hash=sha256:{forged}", pin.text) + "\n", encoding="utf-8")
+    requirements.write_text(f"bruce-lock-probe==1.0 --hash=sha256:{forged}\n", encoding="utf-8")
 
-    result = pip_download(requirements, tmp_path / "files")
+    result = pip_download(requirements, tmp_path / "index", tmp_path / "files")
 
     assert result.returncode != 0
     assert MISMATCH in result.stderr, result.stderr
     assert f"Expected sha256 {forged}" in result.stderr
     got = re.search(r"Got +([0-9a-f]{64})", result.stderr)
-    assert got and got.group(1) in pin.hashes, result.stderr  # the real file, as the untouched lock has it
+    assert got and got.group(1) == real, result.stderr
     assert not (tmp_path / "files").exists() or not any((tmp_path / "files").iterdir())
