@@ -1,0 +1,170 @@
+"""The overview: ``/`` (after login), ``GET /api/overview`` (the same, as JSON) and
+``GET /api/overview/events`` (server-sent events: the panels again, rendered, each time they
+change, so the page follows without a reload). The panels: today against the last 7 days
+(messages, turns ok and failed, tool runs by status, model calls, tokens, cost against
+``llm.budget``, cache hits), the next reminders and jobs, pending approvals, the health of each
+channel, MCP server and the database, and the last failures, each linking to its turn's trace.
+Each panel is one query (``bruce.store.overview``); times are shown in ``assistant.timezone``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from aiohttp import web
+
+from bruce.admin.pages.rendering import Page
+from bruce.clock import Clock, parse_iso, utc_iso
+from bruce.llm.budget import Budget
+from bruce.store.overview import OverviewStore
+
+__all__ = ["OverviewPage", "local_days", "local_text"]
+
+Health = Callable[[], Awaitable[dict[str, Any]]]
+Render = Callable[..., str]
+
+LIST = 5  # jobs, failures
+APPROVALS = 20
+FAILED_TURNS = ("failed", "interrupted")
+
+
+def local_days(now: datetime, zone: ZoneInfo, days: int) -> tuple[list[datetime], datetime]:
+    """The local midnights of the last ``days`` days (today's last) and the next one."""
+    today = now.astimezone(zone).date()
+    starts = [datetime.combine(today - timedelta(days=n), datetime.min.time(), tzinfo=zone)
+              for n in reversed(range(days))]
+    return starts, datetime.combine(today + timedelta(days=1), datetime.min.time(), tzinfo=zone)
+
+
+def local_text(stamp: str | None, zone: ZoneInfo) -> str:
+    """A stored time as the owner reads it, the zone named: ``2026-12-05 14:03 CET`` (the zone's
+    key where its abbreviation is only an offset: ``America/Sao_Paulo``); "-" for none."""
+    if not stamp:
+        return "-"
+    moment = parse_iso(stamp).astimezone(zone)
+    abbreviation = moment.strftime("%Z")
+    return f"{moment:%Y-%m-%d %H:%M} {abbreviation if abbreviation.isalpha() else zone.key}"
+
+
+def _when(stamp: str | None, zone: ZoneInfo) -> dict[str, str | None]:
+    """A time for the page (local text) and the API (ISO 8601 with the zone's offset)."""
+    if not stamp:
+        return {"at": None, "local": "-"}
+    return {"at": parse_iso(stamp).astimezone(zone).isoformat(timespec="seconds"), "local": local_text(stamp, zone)}
+
+
+def _activity(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Today's counts and the last 7 days' daily mean, from ``OverviewStore.activity``'s rows."""
+    def pair(today: float, week: float) -> dict[str, float]:
+        return {"today": today, "week_mean": round(week / 7, 2)}
+
+    turns: dict[str, list[float]] = {"ok": [0, 0], "failed": [0, 0]}
+    tools: dict[str, dict[str, float]] = {}
+    found: dict[str, Any] = {"messages": pair(0, 0), "llm_calls": pair(0, 0), "tokens": pair(0, 0),
+                             "cost_usd": pair(0, 0), "cache_hits": pair(0, 0)}
+    for r in rows:
+        today, week = float(r["today"] or 0), float(r["n"] or 0) - float(r["today"] or 0)
+        if r["what"] == "messages":
+            found["messages"] = pair(today, week)
+        elif r["what"] == "turns" and r["key"] in ("ok", *FAILED_TURNS):
+            bucket = turns["ok" if r["key"] == "ok" else "failed"]
+            bucket[0], bucket[1] = bucket[0] + today, bucket[1] + week
+        elif r["what"] == "tools":
+            tools[str(r["key"])] = pair(today, week)
+        elif r["what"] == "llm":
+            found["llm_calls"] = pair(today, week)
+            tokens_today, usd_today = float(r["tokens_today"] or 0), float(r["usd_today"] or 0)
+            found["tokens"] = pair(tokens_today, float(r["tokens"] or 0) - tokens_today)
+            found["cost_usd"] = pair(round(usd_today, 6), float(r["usd"] or 0) - usd_today)
+    found["turns_ok"], found["turns_failed"] = pair(*turns["ok"]), pair(*turns["failed"])
+    found["tool_runs"] = dict(sorted(tools.items()))
+    found["cache_hits"] = tools.get("cached", pair(0, 0))
+    return found
+
+
+class OverviewPage:
+    def __init__(self, store: OverviewStore, clock: Clock, zone: ZoneInfo, budget: Budget | None,
+                 health: Health | None, page: Page, render: Render, *, poll_s: float = 2.0) -> None:
+        self._store = store
+        self._clock = clock
+        self._zone = zone
+        self._budget = budget
+        self._health = health
+        self._page = page
+        self._render = render  # a template to text: the panels sent as events
+        self.poll_s = poll_s  # how often the live overview looks for changes
+
+    def routes(self) -> list[web.RouteDef]:
+        return [web.get("/", self._overview_page), web.get("/api/overview", self._api_overview),
+                web.get("/api/overview/events", self._live)]
+
+    async def overview(self) -> dict[str, Any]:
+        """Every panel, as the API gives it."""
+        zone = self._zone
+        starts, until = local_days(self._clock.now(), zone, 8)
+        since, today, end = utc_iso(starts[0]), utc_iso(starts[-1]), utc_iso(until)
+        jobs = [{**j, "next_run": _when(j["next_run_at"], zone)} for j in await self._store.upcoming_jobs(LIST)]
+        approvals = [{**a, "expires": _when(a["expires_at"], zone)}
+                     for a in await self._store.pending_approvals(APPROVALS)]
+        failures = [{**f, "when": _when(f["at"], zone)} for f in await self._store.failures(LIST)]
+        return {"zone": zone.key, "now": _when(utc_iso(self._clock.now()), zone),
+                "activity": _activity(await self._store.activity(since, today, end)),
+                "budget": await self._spend(), "jobs": jobs, "approvals": approvals,
+                "health": await self._health_panel(since), "failures": failures}
+
+    async def _spend(self) -> dict[str, Any] | None:
+        if self._budget is None or not self._budget.enabled:
+            return None
+        spend = await self._budget.spend()
+        return {"day": spend.day, "usd": round(spend.usd, 6), "tokens": spend.tokens,
+                "limit_usd": spend.limit_usd, "limit_tokens": spend.limit_tokens,
+                "fraction": round(spend.fraction, 4)}
+
+    async def _health_panel(self, since: str) -> dict[str, Any]:
+        """The database (it answered), each channel's last receive and send, each MCP server."""
+        live = await self._health() if self._health is not None else {}
+        stamps: dict[str, dict[str, str | None]] = {
+            name: {"in": (found or {}).get("last_receive"), "out": None}
+            for name, found in (live.get("channels") or {}).items()}
+        for row in await self._store.channel_traffic(since):
+            entry = stamps.setdefault(str(row["channel"]), {"in": None, "out": None})
+            known = entry[str(row["direction"])]
+            if row["last"] and (known is None or parse_iso(known) < parse_iso(str(row["last"]))):
+                entry[str(row["direction"])] = str(row["last"])
+        channels = [{"name": name, "last_receive": _when(s["in"], self._zone), "last_send": _when(s["out"], self._zone)}
+                    for name, s in sorted(stamps.items())]
+        mcp = [{"server": name, "state": state} for name, state in sorted((live.get("mcp") or {}).items())]
+        return {"database": "ok", "scheduler": live.get("scheduler"),
+                "channels": channels, "mcp": mcp}
+
+    async def _api_overview(self, request: web.Request) -> web.Response:
+        return web.json_response(await self.overview())
+
+    async def _overview_page(self, request: web.Request) -> web.Response:
+        return self._page("overview.html", request=request, o=await self.overview())
+
+    async def _live(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: the panels, rendered, whenever they differ from the last sent."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
+        await response.prepare(request)
+        await response.write(b": connected\n\n")
+        last = ""
+        try:
+            while True:
+                found = await self.overview()
+                found.pop("now")
+                key = json.dumps(found, sort_keys=True, default=str)
+                if key != last:
+                    last = key
+                    html = self._render("overview_panels.html", o=found)
+                    await response.write(f"data: {json.dumps({'html': html})}\n\n".encode())
+                else:
+                    await response.write(b": waiting\n\n")
+                await asyncio.sleep(self.poll_s)
+        except ConnectionResetError:  # the page went away
+            pass
+        return response
