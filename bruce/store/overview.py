@@ -74,11 +74,15 @@ class OverviewStore:
             "SELECT id, tool_name, conversation_id, turn_id, created_at, expires_at FROM pending_confirmations"
             " WHERE status = 'pending' ORDER BY expires_at LIMIT ?", (limit,))
 
-    async def channel_traffic(self, since: str) -> list[Row]:
-        """Per channel and direction, the last message stored since ``since``."""
+    async def channel_traffic(self) -> list[Row]:
+        """Per channel, the last message received and the last reply sent (``last_in``,
+        ``last_out``): each conversation's newest of each, by its index."""
         return await self._dicts(
-            "SELECT substr(conversation_id, 1, instr(conversation_id, ':') - 1) AS channel, direction,"
-            " MAX(created_at) AS last FROM messages WHERE created_at >= ? GROUP BY channel, direction", (since,))
+            "SELECT c.channel AS channel,"
+            " MAX((SELECT m.created_at FROM messages m WHERE m.conversation_id = c.id AND m.direction = 'in'"
+            " ORDER BY m.id DESC LIMIT 1)) AS last_in,"
+            " MAX((SELECT m.created_at FROM messages m WHERE m.conversation_id = c.id AND m.direction = 'out'"
+            " AND m.status = 'sent' ORDER BY m.id DESC LIMIT 1)) AS last_out FROM conversations c GROUP BY c.channel")
 
     async def failures(self, limit: int) -> list[Row]:
         """The newest failed turns, tool errors and provider faults, newest first (``kind``,

@@ -43,6 +43,7 @@ class ChartData:
         self._store = store
         self._clock = clock
         self._zone = zone
+        self._past: dict[tuple[str, str], dict[int, dict[str, list[float]]]] = {}  # latencies before today
 
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/api/charts/latency", self._wrap(self.latency)),
@@ -62,13 +63,26 @@ class ChartData:
         starts, until = local_days(self._clock.now(), self._zone, days)
         return [utc_iso(s) for s in starts], [int(s.timestamp()) for s in starts], utc_iso(until)
 
-    async def latency(self, days: int) -> dict[str, Any]:
-        """Per hour with calls: each model's p50 and p95 latency in ms (null: none that hour)."""
-        starts, _, until = self._bounds(days)
+    async def _hours(self, since: str, until: str) -> dict[int, dict[str, list[float]]]:
+        """Each hour's (Unix seconds) latencies per model, of the calls in ``[since, until)``."""
         hours: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-        for row in await self._store.latencies(starts[0], until):
+        for row in await self._store.latencies(since, until):
             hour = int(parse_iso(str(row["created_at"])).timestamp()) // HOUR_S * HOUR_S
             hours[hour][str(row["model"])].append(float(row["latency_ms"]))
+        return hours
+
+    async def latency(self, days: int) -> dict[str, Any]:
+        """Per hour with calls: each model's p50 and p95 latency in ms (null: none that hour).
+        The days before today are read once a day: their calls no longer change."""
+        starts, _, until = self._bounds(days)
+        key = (starts[0], starts[-1])
+        if key not in self._past:
+            self._past = {key: await self._hours(starts[0], starts[-1])}
+        hours: dict[int, dict[str, list[float]]] = defaultdict(dict)
+        for part in (self._past[key], await self._hours(starts[-1], until)):
+            for hour, per_model in part.items():
+                for model, values in per_model.items():
+                    hours[hour][model] = hours[hour].get(model, []) + values
         models = sorted({m for per_model in hours.values() for m in per_model})
         x = sorted(hours)
         series = []

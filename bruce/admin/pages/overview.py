@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -58,32 +59,31 @@ def _when(stamp: str | None, zone: ZoneInfo) -> dict[str, str | None]:
 
 
 def _activity(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Today's counts and the last 7 days' daily mean, from ``OverviewStore.activity``'s rows."""
-    def pair(today: float, week: float) -> dict[str, float]:
-        return {"today": today, "week_mean": round(week / 7, 2)}
-
-    turns: dict[str, list[float]] = {"ok": [0, 0], "failed": [0, 0]}
-    tools: dict[str, dict[str, float]] = {}
-    found: dict[str, Any] = {"messages": pair(0, 0), "llm_calls": pair(0, 0), "tokens": pair(0, 0),
-                             "cost_usd": pair(0, 0), "cache_hits": pair(0, 0)}
+    """Today's counts and the last 7 days' daily mean, from ``OverviewStore.activity``'s rows
+    (today's and the week's rows may come in separate lists: they add up)."""
+    sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
     for r in rows:
-        today, week = float(r["today"] or 0), float(r["n"] or 0) - float(r["today"] or 0)
-        if r["what"] == "messages":
-            found["messages"] = pair(today, week)
-        elif r["what"] == "turns" and r["key"] in ("ok", *FAILED_TURNS):
-            bucket = turns["ok" if r["key"] == "ok" else "failed"]
-            bucket[0], bucket[1] = bucket[0] + today, bucket[1] + week
-        elif r["what"] == "tools":
-            tools[str(r["key"])] = pair(today, week)
-        elif r["what"] == "llm":
-            found["llm_calls"] = pair(today, week)
-            tokens_today, usd_today = float(r["tokens_today"] or 0), float(r["usd_today"] or 0)
-            found["tokens"] = pair(tokens_today, float(r["tokens"] or 0) - tokens_today)
-            found["cost_usd"] = pair(round(usd_today, 6), float(r["usd"] or 0) - usd_today)
-    found["turns_ok"], found["turns_failed"] = pair(*turns["ok"]), pair(*turns["failed"])
-    found["tool_runs"] = dict(sorted(tools.items()))
-    found["cache_hits"] = tools.get("cached", pair(0, 0))
-    return found
+        today, total = float(r["today"] or 0), float(r["n"] or 0)
+        key = str(r["what"]), str(r["key"])
+        if r["what"] == "turns":
+            key = "turns", "ok" if r["key"] == "ok" else "failed" if r["key"] in FAILED_TURNS else "other"
+        found = sums[key]
+        found[0], found[1] = found[0] + today, found[1] + total - today
+        if r["what"] == "llm":
+            for name, part_today, part_total in (("tokens", r["tokens_today"], r["tokens"]),
+                                                  ("usd", r["usd_today"], r["usd"])):
+                found = sums[name, ""]
+                found[0] += float(part_today or 0)
+                found[1] += float(part_total or 0) - float(part_today or 0)
+
+    def pair(key: tuple[str, str]) -> dict[str, float]:
+        today, week = sums.get(key, [0.0, 0.0])
+        return {"today": round(today, 6), "week_mean": round(week / 7, 6 if key[0] == "usd" else 2)}
+
+    return {"messages": pair(("messages", "")), "turns_ok": pair(("turns", "ok")),
+            "turns_failed": pair(("turns", "failed")), "llm_calls": pair(("llm", "")),
+            "tokens": pair(("tokens", "")), "cost_usd": pair(("usd", "")), "cache_hits": pair(("tools", "cached")),
+            "tool_runs": {key[1]: pair(key) for key in sorted(sums) if key[0] == "tools"}}
 
 
 class OverviewPage:
@@ -97,6 +97,7 @@ class OverviewPage:
         self._page = page
         self._render = render  # a template to text: the panels sent as events
         self.poll_s = poll_s  # how often the live overview looks for changes
+        self._week: tuple[str, list[dict[str, Any]]] | None = None  # the 7 days before today: they no longer change
 
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/", self._overview_page), web.get("/api/overview", self._api_overview),
@@ -112,9 +113,17 @@ class OverviewPage:
                      for a in await self._store.pending_approvals(APPROVALS)]
         failures = [{**f, "when": _when(f["at"], zone)} for f in await self._store.failures(LIST)]
         return {"zone": zone.key, "now": _when(utc_iso(self._clock.now()), zone),
-                "activity": _activity(await self._store.activity(since, today, end)),
+                "activity": _activity([*await self._past_week(since, today),
+                                       *await self._store.activity(today, today, end)]),
                 "budget": await self._spend(), "jobs": jobs, "approvals": approvals,
-                "health": await self._health_panel(since), "failures": failures}
+                "health": await self._health_panel(), "failures": failures}
+
+    async def _past_week(self, since: str, today: str) -> list[dict[str, Any]]:
+        """The counts of the 7 days before today, read once a day (rows are stamped when written,
+        so none lands in a day gone by)."""
+        if self._week is None or self._week[0] != today:
+            self._week = today, await self._store.activity(since, today, today)
+        return self._week[1]
 
     async def _spend(self) -> dict[str, Any] | None:
         if self._budget is None or not self._budget.enabled:
@@ -124,17 +133,18 @@ class OverviewPage:
                 "limit_usd": spend.limit_usd, "limit_tokens": spend.limit_tokens,
                 "fraction": round(spend.fraction, 4)}
 
-    async def _health_panel(self, since: str) -> dict[str, Any]:
+    async def _health_panel(self) -> dict[str, Any]:
         """The database (it answered), each channel's last receive and send, each MCP server."""
         live = await self._health() if self._health is not None else {}
         stamps: dict[str, dict[str, str | None]] = {
             name: {"in": (found or {}).get("last_receive"), "out": None}
             for name, found in (live.get("channels") or {}).items()}
-        for row in await self._store.channel_traffic(since):
+        for row in await self._store.channel_traffic():
             entry = stamps.setdefault(str(row["channel"]), {"in": None, "out": None})
-            known = entry[str(row["direction"])]
-            if row["last"] and (known is None or parse_iso(known) < parse_iso(str(row["last"]))):
-                entry[str(row["direction"])] = str(row["last"])
+            for direction in ("in", "out"):
+                known, stored = entry[direction], row[f"last_{direction}"]
+                if stored and (known is None or parse_iso(known) < parse_iso(str(stored))):
+                    entry[direction] = str(stored)
         channels = [{"name": name, "last_receive": _when(s["in"], self._zone), "last_send": _when(s["out"], self._zone)}
                     for name, s in sorted(stamps.items())]
         mcp = [{"server": name, "state": state} for name, state in sorted((live.get("mcp") or {}).items())]

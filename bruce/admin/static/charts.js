@@ -70,7 +70,8 @@
     const data = [x];
     bars.forEach(function (b) {
       const color = b.status === "ok" || b.status === "cached" ? (b.llm ? "#2563eb" : "#16a34a") : "#dc2626";
-      series.push({label: b.name, stroke: color, width: 12, spanGaps: false, points: {show: false},
+      series.push({label: b.name, stroke: color, width: 12, spanGaps: false,
+        points: {show: true, size: 12, fill: color},  // a step too short for a bar still shows
         value: function (u, v) { return v == null ? "–" : b.ms.toFixed(1) + " ms, " + b.status; }});
       data.push(x.map(function (t) { return t >= b.start && t <= b.end ? b.i : null; }));
     });
