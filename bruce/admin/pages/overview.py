@@ -20,6 +20,7 @@ from aiohttp import web
 
 from bruce.admin.pages.rendering import Page
 from bruce.clock import Clock, parse_iso, utc_iso
+from bruce.errors import StoreError
 from bruce.llm.budget import Budget
 from bruce.store.overview import OverviewStore
 
@@ -30,6 +31,7 @@ Render = Callable[..., str]
 
 LIST = 5  # jobs, failures
 APPROVALS = 20
+DOWN = (StoreError, ValueError)  # the store's errors, and aiosqlite's closed connection
 FAILED_TURNS = ("failed", "interrupted")
 
 
@@ -84,6 +86,11 @@ def _activity(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "turns_failed": pair(("turns", "failed")), "llm_calls": pair(("llm", "")),
             "tokens": pair(("tokens", "")), "cost_usd": pair(("usd", "")), "cache_hits": pair(("tools", "cached")),
             "tool_runs": {key[1]: pair(key) for key in sorted(sums) if key[0] == "tools"}}
+
+
+def _database_error(exc: Exception) -> str:
+    cause = exc.__cause__ or exc  # (sqlite3's error, inside the store's StoreError)
+    return f"error: {type(cause).__name__}: {cause}"[:300]
 
 
 class OverviewPage:
@@ -152,10 +159,16 @@ class OverviewPage:
                 "channels": channels, "mcp": mcp}
 
     async def _api_overview(self, request: web.Request) -> web.Response:
-        return web.json_response(await self.overview())
+        try:
+            return web.json_response(await self.overview())
+        except DOWN as exc:
+            return web.json_response({"health": {"database": _database_error(exc)}}, status=503)
 
     async def _overview_page(self, request: web.Request) -> web.Response:
-        return self._page("overview.html", request=request, o=await self.overview())
+        try:
+            return self._page("overview.html", request=request, o=await self.overview())
+        except DOWN as exc:
+            return self._page("overview.html", request=request, o=None, error=_database_error(exc), status=503)
 
     async def _live(self, request: web.Request) -> web.StreamResponse:
         """Server-sent events: the panels, rendered, whenever they differ from the last sent."""
@@ -165,12 +178,16 @@ class OverviewPage:
         last = ""
         try:
             while True:
-                found = await self.overview()
-                found.pop("now")
+                try:
+                    found = await self.overview()
+                except DOWN as exc:  # said once; the stream goes on and recovers with the database
+                    found = {"error": _database_error(exc)}
+                found.pop("now", None)
                 key = json.dumps(found, sort_keys=True, default=str)
                 if key != last:
                     last = key
-                    html = self._render("overview_panels.html", o=found)
+                    html = self._render("overview_panels.html", o=found) if "error" not in found else \
+                        self._render("overview_error.html", error=found["error"])
                     await response.write(f"data: {json.dumps({'html': html})}\n\n".encode())
                 else:
                     await response.write(b": waiting\n\n")

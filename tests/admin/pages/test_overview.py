@@ -10,6 +10,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from bruce.admin import AdminServer
+from bruce.store import Store
 from bruce.values import ConversationId
 from tests.fakes.llm_server import Step
 from tests.helpers import ADMIN_TOKEN, BEARER, say
@@ -111,5 +112,53 @@ async def test_the_overview_follows_a_finished_turn_as_an_event(app, fake_llm):
         row = changed["html"].split('id="turns-ok"', 1)[1]
         assert row.split('class="today">', 1)[1].startswith("1<")
         events.close()
+    finally:
+        await client.close()
+
+
+async def test_a_pending_approval_links_to_its_turn_and_each_mcp_server_shows_its_state(app_factory, tmp_path,
+                                                                                       fake_llm):
+    (tmp_path / "notes").mkdir()
+    app = await app_factory(tools={"files": {"notes_dir": str(tmp_path / "notes")}})
+
+    async def health():  # what the daemon reports (bruce/runtime/daemon.py): channels and MCP servers
+        return {"channels": {"telegram": {"last_receive": "2026-12-02T11:58:00.000000+00:00"}},
+                "mcp": {"github": "ready", "notes": "failed"}}
+
+    server = AdminServer(store=app.store, clock=app.clock, token=ADMIN_TOKEN, host="127.0.0.1", port=0,
+                         health=health, zone=app.config.assistant.zone)
+    client = TestClient(TestServer(server.app))
+    await client.start_server()
+    try:
+        fake_llm.add(Step.tool_calls(("files_write", {"path": "todo.md", "content": "milk\n"})),
+                     Step.text("I need your approval to write todo.md."))
+        await say(app, "note: milk")
+        found = await (await client.get("/api/overview", headers=BEARER)).json()
+        (approval,) = found["approvals"]
+        assert approval["tool_name"] == "files.write" and approval["expires"]["local"].endswith("America/Sao_Paulo")
+        assert found["health"]["mcp"] == [{"server": "github", "state": "ready"}, {"server": "notes", "state": "failed"}]
+        telegram = next(c for c in found["health"]["channels"] if c["name"] == "telegram")
+        assert telegram["last_receive"]["local"] == "2026-12-02 08:58 America/Sao_Paulo"
+        assert telegram["last_send"]["local"] == "-"
+        html = await (await client.get("/", headers=BEARER)).text()
+        assert f'<a href="/turns/{approval["turn_id"]}">files.write</a>' in html
+        assert '<th>MCP notes</th><td class="status-error">failed</td>' in html
+    finally:
+        await client.close()
+
+
+async def test_the_overview_says_when_the_database_does_not_answer(tmp_path, clock):
+    store = await Store.open(tmp_path / "b.db", clock)
+    await store.migrate()
+    server = AdminServer(store=store, clock=clock, token=ADMIN_TOKEN, host="127.0.0.1", port=0)
+    client = TestClient(TestServer(server.app))
+    await client.start_server()
+    try:
+        assert (await client.get("/", headers=BEARER)).status == 200
+        await store.close()  # every read fails from now on
+        response = await client.get("/", headers=BEARER)
+        assert response.status == 503 and "The database did not answer (error: " in await response.text()
+        response = await client.get("/api/overview", headers=BEARER)
+        assert response.status == 503 and (await response.json())["health"]["database"].startswith("error: ")
     finally:
         await client.close()
