@@ -99,10 +99,11 @@ def copy_from(source: sqlite3.Connection, target: Path, *, name: str = "the copy
     """What ``source`` sees, written whole to ``target`` or not at all (see the module's text);
     a failed check names the copy as ``name``. ``target`` must not exist; its folder is made
     (mode 0700: a backup holds every conversation)."""
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _make_folder(target.parent)
     partial = target.parent / f".{target.name}.{os.getpid()}.partial"
     os.close(os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))  # an empty file is an empty database
     try:
+        _owned_like(partial, target.parent)
         copy = sqlite3.connect(partial)
         try:
             source.backup(copy)  # pages=-1: one step, one snapshot
@@ -190,12 +191,14 @@ def _swap(staged: Path, database: Path, kept: Path) -> os.stat_result | None:
 
 def _keep(database: Path, kept: Path) -> None:
     """The database as it is (with its WAL: what it holds may not be in the main file yet)."""
-    kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _make_folder(kept.parent)
     shutil.copy2(database, kept)
     os.chmod(kept, 0o600)
+    _owned_like(kept, kept.parent)
     wal = Path(f"{database}-wal")
     if wal.exists() and wal.stat().st_size:
         shutil.copy2(wal, Path(f"{kept}-wal"))
+        _owned_like(Path(f"{kept}-wal"), kept.parent)
         _flush(Path(f"{kept}-wal"))
     _flush(kept)
     _flush(kept.parent)
@@ -219,6 +222,25 @@ def leases(database: Path) -> list[tuple[str, str, str]]:
     except sqlite3.DatabaseError:
         return []  # not a database (the damage restore is there to repair): nobody can be serving it
     return [(str(name), str(owner), str(expires)) for name, owner, expires in rows]
+
+
+def _make_folder(folder: Path) -> None:
+    """``folder`` (mode 0700), made if missing and then owned like the folder it is in."""
+    try:
+        folder.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        if not folder.is_dir():
+            raise
+        return
+    _owned_like(folder, folder.parent)
+
+
+def _owned_like(path: Path, model: Path) -> None:
+    """Run as root (``sudo bruce backup``): ``path`` belongs to whoever owns ``model``, so that the
+    daemon's user can still write its folder (the backup before a migration) and read its files."""
+    if os.geteuid() == 0:
+        found = model.stat()
+        os.chown(path, found.st_uid, found.st_gid)
 
 
 def _flush(path: Path) -> None:

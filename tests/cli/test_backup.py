@@ -276,3 +276,17 @@ def test_backups_keep_is_validated(tmp_path, capsys):
     code = main(["--config", str(config_file(tmp_path, backups_keep=0)), "config", "check"])
     assert code == 2
     assert "storage.backups_keep: must be at least 1 (got 0)" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root may give a file away")
+async def test_a_backup_run_as_root_leaves_files_the_daemons_user_can_use(store, tmp_path, capsys):
+    """`sudo bruce backup`: the backups folder is the data folder owner's, or the next migration
+    (run as that user) could not write its backup there."""
+    config = config_file(tmp_path)
+    data = tmp_path / "data"
+    os.chown(data, 65534, 65534)  # nobody: the daemon's user
+    code, out, _ = await bruce(capsys, config, "backup")
+    assert code == 0
+    backup = written(out)
+    assert (data / "backups").stat().st_uid == backup.stat().st_uid == 65534
+    assert oct(backup.stat().st_mode & 0o777) == "0o600"
