@@ -62,12 +62,12 @@ def integrity(path: Path) -> list[dict[str, str]]:
 async def store(tmp_path, clock):
     """The database of ``tmp_path/config.yml``, open and seeded with a few MB of messages."""
     opened = await Store.open(tmp_path / "data" / "bruce.db", clock)
-    await opened.messages.ensure_conversation("test:seed", "test", "seed")
-    await opened.database.write(lambda conn: conn.executemany(
-        "INSERT INTO messages (conversation_id, direction, role, text, status, created_at, updated_at)"
-        " VALUES ('test:seed', 'in', 'user', ?, 'done', 'now', 'now')",
-        [(f"message {i} " + "x" * 400,) for i in range(6000)]))
     try:
+        await opened.messages.ensure_conversation("test:seed", "test", "seed")
+        await opened.database.write(lambda conn: conn.executemany(
+            "INSERT INTO messages (conversation_id, direction, role, text, status, created_at, updated_at)"
+            " VALUES ('test:seed', 'in', 'user', ?, 'done', 'now', 'now')",
+            [(f"message {i} " + "x" * 400,) for i in range(6000)]))
         yield opened
     finally:
         await opened.close()
@@ -86,12 +86,14 @@ async def test_a_backup_taken_while_bruce_writes_restores_whole_elsewhere(store,
             await asyncio.sleep(0)
 
     writing = asyncio.create_task(writer())
-    await asyncio.sleep(0.05)
-    before = len(written_ids)
-    code, out, _ = await bruce(capsys, config, "backup")
-    after = len(written_ids)
-    stop.set()
-    await writing
+    try:
+        await asyncio.sleep(0.05)
+        before = len(written_ids)
+        code, out, _ = await bruce(capsys, config, "backup")
+        after = len(written_ids)
+    finally:
+        stop.set()
+        await writing
     assert code == 0 and after > before > 0  # the writes went on around the backup
     backup = written(out)
     assert backup.parent == tmp_path / "data" / "backups" and backup.name.startswith("bruce-")
