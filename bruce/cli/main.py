@@ -1,5 +1,5 @@
 """The ``bruce`` command: run, chat, init, doctor, tools, approve / deny, pairing, jobs, usage, budget,
-memory, mcp, eval, config check.
+memory, mcp, eval, backup, restore, config check.
 
 ``run`` serves the console socket; ``chat`` attaches to it when a daemon answers there (else
 it runs Bruce in-process), and ``approve`` / ``deny`` are delivered over it (else written to
@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("check", help="validate the config and exit")
-    from bruce.cli import doctor, pairing, usage
+    from bruce.cli import backup, doctor, pairing, usage
     from bruce.cli import eval as eval_cli
     from bruce.cli import init as onboarding
     from bruce.cli import jobs as jobs_cli
@@ -84,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     memory_cli.add_arguments(sub.add_parser("memory", help="what Bruce remembers about you: list, export, forget"))
     mcp_cli.add_arguments(sub.add_parser("mcp", help="MCP: status of the configured servers; serve Bruce's tools"))
     eval_cli.add_arguments(sub.add_parser("eval", help="evaluate a model and prompt on replayable cases: run, compare"))
+    backup.add_backup_arguments(sub.add_parser("backup", help="copy the database safely, even while Bruce runs"))
+    backup.add_restore_arguments(sub.add_parser("restore", help="put a backup in place of the database (Bruce stopped)"))
     onboarding.add_arguments(sub.add_parser("init", help="write a first config.yml and .env (asks, or --non-interactive)"))
     doctor.add_arguments(sub.add_parser("doctor", help="check that this setup is ready to start"))
     return parser
@@ -303,14 +305,16 @@ def _decision_line(config: Config, confirmation_id: str, decision: LocalDecision
 
 
 def _store_command(config: Config, args: argparse.Namespace) -> int:
-    """A command that reads or changes the database: pairing, jobs, usage, budget."""
+    """A command that reads or changes the database: pairing, jobs, usage, budget, memory, backup, restore."""
+    from bruce.cli.backup import backup_command, restore_command
     from bruce.cli.jobs import jobs_command
     from bruce.cli.memory import memory_command
     from bruce.cli.pairing import pairing_command
     from bruce.cli.usage import budget_command, usage_command
 
     command = {"pairing": pairing_command, "jobs": jobs_command, "usage": usage_command,
-               "budget": budget_command, "memory": memory_command}[args.command]
+               "budget": budget_command, "memory": memory_command, "backup": backup_command,
+               "restore": restore_command}[args.command]
     try:
         return asyncio.run(command(config, args, (args.config or default_config_path()).resolve()))
     except BruceError as exc:
@@ -390,7 +394,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return _config_ok(config, args.config or default_config_path())
     if args.command == "tools":
         return _print_tools(config, getattr(args, "name", None))
-    if args.command in ("pairing", "jobs", "usage", "budget", "memory"):
+    if args.command in ("pairing", "jobs", "usage", "budget", "memory", "backup", "restore"):
         return _store_command(config, args)
     if args.command in ("mcp", "eval"):  # each sets up its own logging
         return (_mcp if args.command == "mcp" else _eval)(config, args)
