@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 FORCED_EXIT = 130  # a second signal: turns in flight were cancelled
+CLOSED_PIPE_EXIT = 141  # 128 + SIGPIPE: stdout's reader closed the pipe (`bruce ... | head`)
 
 log = structlog.get_logger(__name__)
 
@@ -359,9 +360,22 @@ def _eval(config: Config, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        return _main(argv)
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is seen while it can be handled
+        return code
     except KeyboardInterrupt:  # Ctrl-C before the signal handlers are in place (loading, importing)
         return FORCED_EXIT
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``bruce tools show X | head``): stop quietly, as a command
+    killed by SIGPIPE would, with no traceback and no error at interpreter exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # what is still buffered is dropped, not flushed into the pipe
+    os.close(devnull)
+    return CLOSED_PIPE_EXIT
 
 
 def _config_ok(config: Config, path: Path) -> int:
@@ -410,6 +424,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except BruceError as exc:
         print(f"bruce: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # stdout's reader is gone: main() stops quietly
+        raise
     except OSError as exc:  # a lock file or folder we may not write, a full disk
         print(f"bruce: {exc}", file=sys.stderr)
         return 1

@@ -323,3 +323,20 @@ async def test_python_dash_m_bruce_cli_is_the_bruce_command(tmp_path):
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
     assert "usage: bruce" in out.decode()
+
+
+@pytest.mark.parametrize("command", [["tools"], ["tools", "show", "web.read_url"], ["config", "check"]])
+def test_a_reader_that_closes_the_pipe_early_gets_no_traceback(tmp_path, command):
+    """`bruce tools show X | head`: a real pipe whose reader has gone away (as `head` does once it
+    has its lines) before the command writes. It stops quietly, with the status of one killed by SIGPIPE."""
+    import subprocess
+
+    config = write_config(tmp_path, {"model": "openai/primary"})
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen([*BRUCE, "--config", str(config), *command], stdout=write_end,
+                            stderr=subprocess.PIPE, env=clean_env(), cwd=tmp_path)
+    os.close(write_end)
+    os.close(read_end)  # the command takes a second to start: its first write finds the pipe closed
+    _, err = proc.communicate(timeout=60)
+    assert err.decode() == ""
+    assert proc.returncode == 141
