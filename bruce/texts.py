@@ -199,10 +199,14 @@ def job_held(job_id: str, tool: str, arguments: str, *, untrusted: bool = True) 
             f"job (ask me, or `bruce jobs cancel {job_id}`). I say this once until the job is changed.")
 
 
-def jobs_listing(lines: list[str]) -> str:
-    if not lines:
-        return "No scheduled jobs in this conversation."
-    return "Scheduled jobs in this conversation:\n" + "\n".join(f"- {line}" for line in lines)
+def jobs_listing(lines: list[str], runs: list[str] | None = None) -> str:
+    """``/jobs``: the conversation's live jobs, then its last runs (``runs``: one line each, newest
+    first), so a reminder that just fired is not answered with "nothing"."""
+    parts = ["Scheduled jobs in this conversation:\n" + "\n".join(f"- {line}" for line in lines) if lines
+             else "No active jobs in this conversation."]
+    if runs:
+        parts.append("Last runs:\n" + "\n".join(f"- {line}" for line in runs))
+    return "\n\n".join(parts)
 
 
 def memory_listing(facts: list[Any], summary: Any | None, *, limit: int = 50) -> str:

@@ -421,12 +421,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except ConfigError as exc:
         print(f"bruce: {exc}", file=sys.stderr)
         return 2
-    except BruceError as exc:
-        print(f"bruce: {exc}", file=sys.stderr)
-        return 1
     except BrokenPipeError:  # stdout's reader is gone: main() stops quietly
         raise
-    except OSError as exc:  # a lock file or folder we may not write, a full disk
+    except (BruceError, OSError) as exc:  # OSError: a lock file or folder we may not write, a full disk
         print(f"bruce: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

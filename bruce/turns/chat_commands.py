@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 import structlog
 
 from bruce.clock import Clock
-from bruce.jobs.book import JobView
+from bruce.jobs.book import JobView, run_line
 from bruce.llm.usage import usage_by_day, usage_text
 from bruce.memory.long_term import Memory
 from bruce.records import StoredMessage
@@ -34,6 +34,7 @@ __all__ = ["ChatCommands"]
 log = structlog.get_logger(__name__)
 
 USAGE_DAYS = 7
+RECENT_RUNS = 5  # /jobs shows the conversation's last runs besides its live jobs
 ABOUT = "Write to me in plain text. When an action needs your approval I ask first."  # /help, on any channel
 
 
@@ -77,7 +78,9 @@ class ChatCommands:
             return help_text(self._assistant, about=ABOUT)
         if command.name is CommandName.JOBS:
             jobs = await self._store.jobs.for_conversation(inbound.conversation_id, person=person)
-            return jobs_listing([JobView(job).line() for job in jobs])
+            runs = await self._store.jobs.recent_runs(inbound.conversation_id, person=person, limit=RECENT_RUNS)
+            return jobs_listing([JobView(job).line() for job in jobs],
+                                [run_line(run, content, self._zone) for run, content in runs])
         raise ValueError(f"not a chat command with an answer: /{command.name}")
 
     async def _memory_command(self, command: Command, person: str) -> str:
