@@ -179,3 +179,9 @@ def test_a_notice_after_a_cut_off_call_names_what_completed_and_what_may_have_ha
 def test_jobs_listing_shows_the_last_runs_after_the_live_jobs() -> None:
     assert texts.jobs_listing([], ["Wed 09:02: a1 'Call Ana': delivered"]) == (
         "No active jobs in this conversation.\n\nLast runs:\n- Wed 09:02: a1 'Call Ana': delivered")
+
+
+def test_your_id_names_the_platform_id_or_says_there_is_none_on_this_machine() -> None:
+    assert texts.your_id("discord", "4242") == "Your Discord user id is 4242."
+    assert texts.your_id("web", "owner").startswith("There is no user id to allow-list here: the web chat is on")
+    assert texts.your_id("console", None).startswith("There is no user id to allow-list here: the terminal is on")
