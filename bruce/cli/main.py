@@ -8,8 +8,9 @@ reports on a setup (``bruce.cli.doctor``).
 
 Errors a user can cause (a bad config, a locked database) end with one clear message and a
 non-zero exit, never a traceback: 2 for a configuration error, 1 for anything else. Every
-command validates the config the same way (``bruce.cli.check.check_config``), so ``bruce config check``
-refuses exactly what ``bruce run`` would refuse at start-up, without opening the database.
+command validates the config the same way (``bruce.cli.check.check_config``); ``run``, ``chat`` and
+``config check`` add the channels' tokens (``check_start``), so ``bruce config check`` refuses
+exactly what ``bruce run`` would refuse at start-up, without opening the database.
 
 ``run`` and ``chat`` stop the same way: the first SIGTERM or SIGINT stops taking messages and
 lets turns in flight finish (``App.stop()``, up to ``assistant.shutdown_timeout_s``); a second
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from bruce.channel import LocalDecision
-from bruce.cli.check import check_config, config_warnings
+from bruce.cli.check import check_config, check_start, config_warnings
 from bruce.config.loader import default_config_path, load_config
 from bruce.config.schema import Config
 from bruce.errors import BruceError, ConfigError
@@ -93,7 +94,8 @@ def _parser() -> argparse.ArgumentParser:
 def _load(args: argparse.Namespace) -> Config:
     path = args.config or default_config_path()
     config = load_config(path)
-    check_config(config, source=str(path))
+    starts = args.command in ("run", "chat", "config")  # what builds the channels, and the check of it
+    (check_start if starts else check_config)(config, source=str(path))
     return config
 
 
