@@ -8,8 +8,9 @@ reports on a setup (``bruce.cli.doctor``).
 
 Errors a user can cause (a bad config, a locked database) end with one clear message and a
 non-zero exit, never a traceback: 2 for a configuration error, 1 for anything else. Every
-command validates the config the same way (``bruce.cli.check.check_config``), so ``bruce config check``
-refuses exactly what ``bruce run`` would refuse at start-up, without opening the database.
+command validates the config the same way (``bruce.cli.check.check_config``); ``run``, ``chat`` and
+``config check`` add the channels' tokens (``check_start``), so ``bruce config check`` refuses
+exactly what ``bruce run`` would refuse at start-up, without opening the database.
 
 ``run`` and ``chat`` stop the same way: the first SIGTERM or SIGINT stops taking messages and
 lets turns in flight finish (``App.stop()``, up to ``assistant.shutdown_timeout_s``); a second
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from bruce.channel import LocalDecision
-from bruce.cli.check import check_config, config_warnings
+from bruce.cli.check import check_config, check_start, config_warnings
 from bruce.config.loader import default_config_path, load_config
 from bruce.config.schema import Config
 from bruce.errors import BruceError, ConfigError
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 FORCED_EXIT = 130  # a second signal: turns in flight were cancelled
+CLOSED_PIPE_EXIT = 141  # 128 + SIGPIPE: stdout's reader closed the pipe (`bruce ... | head`)
 
 log = structlog.get_logger(__name__)
 
@@ -94,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
 def _load(args: argparse.Namespace) -> Config:
     path = args.config or default_config_path()
     config = load_config(path)
-    check_config(config, source=str(path))
+    starts = args.command in ("run", "chat", "config")  # what builds the channels, and the check of it
+    (check_start if starts else check_config)(config, source=str(path))
     return config
 
 
@@ -363,9 +366,22 @@ def _eval(config: Config, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        return _main(argv)
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is seen while it can be handled
+        return code
     except KeyboardInterrupt:  # Ctrl-C before the signal handlers are in place (loading, importing)
         return FORCED_EXIT
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``bruce tools show X | head``): stop quietly, as a command
+    killed by SIGPIPE would, with no traceback and no error at interpreter exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # what is still buffered is dropped, not flushed into the pipe
+    os.close(devnull)
+    return CLOSED_PIPE_EXIT
 
 
 def _config_ok(config: Config, path: Path) -> int:
@@ -411,10 +427,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except ConfigError as exc:
         print(f"bruce: {exc}", file=sys.stderr)
         return 2
-    except BruceError as exc:
-        print(f"bruce: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:  # a lock file or folder we may not write, a full disk
+    except BrokenPipeError:  # stdout's reader is gone: main() stops quietly
+        raise
+    except (BruceError, OSError) as exc:  # OSError: a lock file or folder we may not write, a full disk
         print(f"bruce: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
