@@ -4,23 +4,40 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG ?= $(or $(BRUCE_CONFIG),config.yml)
 
-.PHONY: run test install install-test bench soak clean mutate
+.PHONY: run test install install-test lock bench soak clean mutate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# A stamp per extra, so a changed pyproject.toml reinstalls.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+# Every package comes from a lock file, pinned with its hashes (docs/operations.md, "Installing
+# from the lock"): pip refuses a file whose hash differs. The lock also pins pip and setuptools,
+# so Bruce itself is then built without fetching anything. A stamp per lock, so a changed lock
+# or pyproject.toml reinstalls.
+$(VENV)/.installed: requirements.lock pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test]'
+# requirements-test.lock holds the same runtime pins plus the test extra's.
+$(VENV)/.installed-test: requirements-test.lock pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements-test.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
+
+# Refreshes both locks from pyproject.toml with uv (from the test extra), for every platform and
+# Python 3.11+. Pins still allowed are kept; to move on:  make lock LOCK_ARGS=--upgrade
+# (or LOCK_ARGS="--upgrade-package litellm"). Review the diff before committing it.
+LOCK_ARGS  ?=
+LOCK_FLAGS := --quiet --universal --python-version 3.11 --generate-hashes --custom-compile-command "make lock"
+lock: install-test
+	printf 'pip\nsetuptools>=68\n' | $(BIN)/uv pip compile pyproject.toml - $(LOCK_FLAGS) $(LOCK_ARGS) \
+		-o requirements.lock
+	printf 'pip\nsetuptools>=68\n' | $(BIN)/uv pip compile pyproject.toml - --extra test $(LOCK_FLAGS) $(LOCK_ARGS) \
+		-c requirements.lock -o requirements-test.lock
+	! grep -E '^litellm==1\.82\.[78]( |$$)' requirements.lock requirements-test.lock
 
 run: install
 	$(BIN)/bruce --config $(CONFIG) run

@@ -25,6 +25,7 @@ __all__ = [
     "job_held",
     "unlinked",
     "jobs_listing",
+    "your_id",
     "LLM_DOWN",
     "INTERNAL_ERROR",
     "NOT_FINISHED",
@@ -197,10 +198,28 @@ def job_held(job_id: str, tool: str, arguments: str, *, untrusted: bool = True) 
             f"job (ask me, or `bruce jobs cancel {job_id}`). I say this once until the job is changed.")
 
 
-def jobs_listing(lines: list[str]) -> str:
-    if not lines:
-        return "No scheduled jobs in this conversation."
-    return "Scheduled jobs in this conversation:\n" + "\n".join(f"- {line}" for line in lines)
+def jobs_listing(lines: list[str], runs: list[str] | None = None) -> str:
+    """``/jobs``: the conversation's live jobs, then its last runs (``runs``: one line each, newest
+    first), so a reminder that just fired is not answered with "nothing"."""
+    parts = ["Scheduled jobs in this conversation:\n" + "\n".join(f"- {line}" for line in lines) if lines
+             else "No active jobs in this conversation."]
+    if runs:
+        parts.append("Last runs:\n" + "\n".join(f"- {line}" for line in runs))
+    return "\n\n".join(parts)
+
+
+_PLATFORMS = {"telegram": "Telegram", "discord": "Discord"}
+_ON_THIS_MACHINE = {"console": "the terminal", "web": "the web chat"}
+
+
+def your_id(channel: str, sender_id: str | None) -> str:
+    """``/id`` where the core answers it: the sender's id on a chat platform, or, on a channel of
+    this machine (the console, the web chat), that there is none to allow-list."""
+    if channel in _PLATFORMS and sender_id:
+        return f"Your {_PLATFORMS[channel]} user id is {sender_id}."
+    where = _ON_THIS_MACHINE.get(channel, f"the {channel} channel")
+    return (f"There is no user id to allow-list here: {where} is on this machine, and whoever uses it is the "
+            "owner. Send /id to the bot on Telegram or Discord to learn your id there.")
 
 
 def memory_listing(facts: list[Any], summary: Any | None, zone: ZoneInfo, *, limit: int = 50) -> str:

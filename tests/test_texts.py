@@ -65,7 +65,7 @@ def test_job_missed_names_the_kind_and_shortens_long_content() -> None:
 
 
 def test_jobs_listing() -> None:
-    assert texts.jobs_listing([]) == "No scheduled jobs in this conversation."
+    assert texts.jobs_listing([]) == "No active jobs in this conversation."
     assert texts.jobs_listing(["a1 daily 09:00", "b2 once"]) == (
         "Scheduled jobs in this conversation:\n- a1 daily 09:00\n- b2 once")
 
@@ -175,3 +175,14 @@ def test_a_notice_after_a_cut_off_call_names_what_completed_and_what_may_have_ha
     alone = texts.interrupted_with_unknown("hi", [], [], [("test.send", "")])
     assert "Nothing was done" not in alone and "may or may not have happened: test.send." in alone
     assert texts.unknown_outcome([("test.send", "a=1")]).startswith("A restart cut off this action")
+
+
+def test_jobs_listing_shows_the_last_runs_after_the_live_jobs() -> None:
+    assert texts.jobs_listing([], ["Wed 09:02: a1 'Call Ana': delivered"]) == (
+        "No active jobs in this conversation.\n\nLast runs:\n- Wed 09:02: a1 'Call Ana': delivered")
+
+
+def test_your_id_names_the_platform_id_or_says_there_is_none_on_this_machine() -> None:
+    assert texts.your_id("discord", "4242") == "Your Discord user id is 4242."
+    assert texts.your_id("web", "owner").startswith("There is no user id to allow-list here: the web chat is on")
+    assert texts.your_id("console", None).startswith("There is no user id to allow-list here: the terminal is on")

@@ -1,8 +1,8 @@
 """The admin app: its lifecycle, the Host check, the auth gate (``bruce.admin.auth``), the
 security headers on every response, ``/login`` and ``/logout``, and ``GET /healthz`` (no token needed). The pages are
 groups in ``bruce.admin.pages``, each a class with its ``routes()``, mounted here behind the
-gate in this order: logs, metrics, llm, turns, media (kept photos), jobs, pairing, memory,
-artifacts, chat, evals, then the web chat channel's own routes and the static files.
+gate in this order: the overview (``/``, where a login lands) and its charts' data, logs,
+metrics, llm, turns, media (kept photos), jobs, pairing, memory, artifacts, chat, evals, then the web chat channel's own routes and the static files.
 
 Every request, ``/healthz`` and the web chat's included, first passes the Host check: the
 ``Host`` header must name this machine (``localhost``, a loopback address), the address the page
@@ -22,6 +22,7 @@ from aiohttp import web
 
 from bruce.admin.auth import COOKIE, LoginLimiter, Sessions, same
 from bruce.admin.pages.artifacts import ArtifactPages
+from bruce.admin.pages.charts import ChartData
 from bruce.admin.pages.chat import ChatPage
 from bruce.admin.pages.evals import EvalPages
 from bruce.admin.pages.jobs import JobPages
@@ -30,6 +31,7 @@ from bruce.admin.pages.logs import LogPages
 from bruce.admin.pages.media import MediaFiles, MediaPages
 from bruce.admin.pages.memory import MemoryPages
 from bruce.admin.pages.metrics import MetricsPage
+from bruce.admin.pages.overview import OverviewPage
 from bruce.admin.pages.pairing import PairingPages
 from bruce.admin.pages.rendering import SESSION, PageGroup, Templates, redirect
 from bruce.admin.pages.turns import TurnPages
@@ -78,8 +80,11 @@ class AdminServer:
         self._logs = LogPages(store.audit, page, zone=self._templates.zone)
         chat_routes = chat_routes or []
         files = MediaFiles(data_dir)
+        zone = zone or ZoneInfo("UTC")
+        self.overview = OverviewPage(store.overview, clock, zone, budget, health, page, self._templates.text)
         self._pages: list[PageGroup] = [
-            self._logs, MetricsPage(store.stats), LLMPages(store, clock, zone or ZoneInfo("UTC"), budget, page),
+            self.overview, ChartData(store.overview, clock, zone), self._logs, MetricsPage(store.stats),
+            LLMPages(store, clock, zone, budget, page),
             TurnPages(store.audit, page, files), MediaPages(store.media, files), JobPages(store.jobs, jobs, page),
             PairingPages(store.pairing, page),
             MemoryPages(store.memory, page), ArtifactPages(store.artifacts, artifacts_dir, page),
@@ -123,7 +128,6 @@ class AdminServer:
         app.router.add_get("/login", self._login_form)
         app.router.add_post("/login", self._login)
         app.router.add_post("/logout", self._logout)
-        app.router.add_get("/", self._home)
         for group in self._pages:
             app.router.add_routes(group.routes())
         app.router.add_routes(chat_routes)  # the web channel's (channels/web_chat.py), behind the same gate
@@ -177,9 +181,6 @@ class AdminServer:
 
     # open routes ----------------------------------------------------------------------------
 
-    async def _home(self, request: web.Request) -> web.Response:
-        return redirect("/logs")
-
     async def _healthz(self, request: web.Request) -> web.Response:
         found: dict[str, Any] = {"status": "ok"}
         try:
@@ -209,7 +210,7 @@ class AdminServer:
             log.warning("admin.login_failed", client=client)
             return self._templates.page("login.html", error="That is not the admin token.", status=401)
         sid, _ = self.sessions.new(now)
-        response = redirect("/logs")
+        response = redirect("/")
         response.set_cookie(COOKIE, sid, httponly=True, samesite="Strict", path="/", max_age=12 * 3600)
         log.info("admin.login", client=client)
         return response

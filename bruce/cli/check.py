@@ -1,16 +1,20 @@
-"""The config check every command runs before it starts (``bruce run``, ``bruce config check``,
-``bruce doctor``): what start-up would refuse, found without opening a database."""
+"""The config checks, found without opening a database or asking a platform.
+
+``check_config`` is what every command refuses (the tool set, the admin token, media, the event
+loop); ``check_start`` adds what only ``bruce run`` needs (each enabled channel's token), and is
+what ``bruce run`` and ``bruce config check`` both run: so ``config check`` refuses every config
+``run`` refuses at start-up, in the same words (tests/cli/test_check.py holds one case per refusal)."""
 
 from __future__ import annotations
 
 from bruce.actions.guests import guest_tool_problems
 from bruce.cli.checks.media import media_problems, media_warnings
-from bruce.config.rules import MIN_ADMIN_TOKEN, admin_token_problem, is_loopback, unknown_overrides
+from bruce.config.rules import MIN_ADMIN_TOKEN, admin_token_problem, channel_problems, is_loopback, unknown_overrides
 from bruce.config.schema import Config
 from bruce.errors import ConfigError, ContractError
 from bruce.runtime.event_loop import loop_factory
 
-__all__ = ["check_config", "config_warnings"]
+__all__ = ["check_config", "check_start", "config_warnings"]
 
 
 def check_config(config: Config, *, source: str | None = None) -> None:
@@ -51,6 +55,18 @@ def check_config(config: Config, *, source: str | None = None) -> None:
         loop_factory(config.runtime.event_loop)  # runtime.event_loop: uvloop where it cannot be loaded
     except ConfigError as exc:
         problems += exc.problems
+    if problems:
+        raise ConfigError(problems, source=source)
+
+
+def check_start(config: Config, *, source: str | None = None) -> None:
+    """``check_config`` and what start-up refuses about the enabled channels (``channel_problems``):
+    ``bruce run`` and ``bruce config check``. Other commands do not need a bot token in their shell."""
+    problems = channel_problems(config.channels)
+    try:
+        check_config(config, source=source)
+    except ConfigError as exc:
+        raise ConfigError([*exc.problems, *problems], source=source) from None
     if problems:
         raise ConfigError(problems, source=source)
 

@@ -83,12 +83,13 @@ async def _run_checks(config: Config, raw: object, environ: Mapping[str, str], *
                       unit: Path, out: Out) -> list[list[Finding]]:
     """Run every check after the config's, in order, and print their lines."""
     checks: list[list[Finding]] = []
+    daemon = await check_daemon(config)  # before the admin check: a running daemon holds the admin port
     for found in (await check_database(config), check_disk(config), check_timezone(config),
                   await check_models(config, raw, environ, timeout_s) if llm
                   else [Finding(Mark.SKIP, "llm: not called (--no-llm)")],
                   await check_media(config, raw, environ, timeout_s, call=llm),
-                  await check_channels(config, raw, timeout_s), await check_daemon(config), check_mcp(config),
-                  check_admin(config, raw), check_systemd(config, unit)):
+                  await check_channels(config, raw, timeout_s), daemon, check_mcp(config),
+                  check_admin(config, raw, daemon_running=daemon[0].mark is Mark.OK), check_systemd(config, unit)):
         for finding in found:
             out(finding.line())
         checks.append(found)

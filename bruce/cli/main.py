@@ -1,5 +1,5 @@
 """The ``bruce`` command: run, chat, init, doctor, tools, approve / deny, pairing, jobs, usage, budget,
-memory, mcp, eval, config check.
+memory, mcp, eval, backup, restore, config check.
 
 ``run`` serves the console socket; ``chat`` attaches to it when a daemon answers there (else
 it runs Bruce in-process), and ``approve`` / ``deny`` are delivered over it (else written to
@@ -8,8 +8,9 @@ reports on a setup (``bruce.cli.doctor``).
 
 Errors a user can cause (a bad config, a locked database) end with one clear message and a
 non-zero exit, never a traceback: 2 for a configuration error, 1 for anything else. Every
-command validates the config the same way (``bruce.cli.check.check_config``), so ``bruce config check``
-refuses exactly what ``bruce run`` would refuse at start-up, without opening the database.
+command validates the config the same way (``bruce.cli.check.check_config``); ``run``, ``chat`` and
+``config check`` add the channels' tokens (``check_start``), so ``bruce config check`` refuses
+exactly what ``bruce run`` would refuse at start-up, without opening the database.
 
 ``run`` and ``chat`` stop the same way: the first SIGTERM or SIGINT stops taking messages and
 lets turns in flight finish (``App.stop()``, up to ``assistant.shutdown_timeout_s``); a second
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from bruce.channel import LocalDecision
-from bruce.cli.check import check_config, config_warnings
+from bruce.cli.check import check_config, check_start, config_warnings
 from bruce.config.loader import default_config_path, load_config
 from bruce.config.schema import Config
 from bruce.errors import BruceError, ConfigError
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 FORCED_EXIT = 130  # a second signal: turns in flight were cancelled
+CLOSED_PIPE_EXIT = 141  # 128 + SIGPIPE: stdout's reader closed the pipe (`bruce ... | head`)
 
 log = structlog.get_logger(__name__)
 
@@ -68,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration commands")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("check", help="validate the config and exit")
-    from bruce.cli import doctor, pairing, usage
+    from bruce.cli import backup, doctor, pairing, usage
     from bruce.cli import eval as eval_cli
     from bruce.cli import init as onboarding
     from bruce.cli import jobs as jobs_cli
@@ -84,6 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     memory_cli.add_arguments(sub.add_parser("memory", help="what Bruce remembers about you: list, export, forget"))
     mcp_cli.add_arguments(sub.add_parser("mcp", help="MCP: status of the configured servers; serve Bruce's tools"))
     eval_cli.add_arguments(sub.add_parser("eval", help="evaluate a model and prompt on replayable cases: run, compare"))
+    backup.add_backup_arguments(sub.add_parser("backup", help="copy the database safely, even while Bruce runs"))
+    backup.add_restore_arguments(sub.add_parser("restore", help="put a backup in place of the database (Bruce stopped)"))
     onboarding.add_arguments(sub.add_parser("init", help="write a first config.yml and .env (asks, or --non-interactive)"))
     doctor.add_arguments(sub.add_parser("doctor", help="check that this setup is ready to start"))
     return parser
@@ -92,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
 def _load(args: argparse.Namespace) -> Config:
     path = args.config or default_config_path()
     config = load_config(path)
-    check_config(config, source=str(path))
+    starts = args.command in ("run", "chat", "config")  # what builds the channels, and the check of it
+    (check_start if starts else check_config)(config, source=str(path))
     return config
 
 
@@ -303,14 +308,16 @@ def _decision_line(config: Config, confirmation_id: str, decision: LocalDecision
 
 
 def _store_command(config: Config, args: argparse.Namespace) -> int:
-    """A command that reads or changes the database: pairing, jobs, usage, budget."""
+    """A command that reads or changes the database: pairing, jobs, usage, budget, memory, backup, restore."""
+    from bruce.cli.backup import backup_command, restore_command
     from bruce.cli.jobs import jobs_command
     from bruce.cli.memory import memory_command
     from bruce.cli.pairing import pairing_command
     from bruce.cli.usage import budget_command, usage_command
 
     command = {"pairing": pairing_command, "jobs": jobs_command, "usage": usage_command,
-               "budget": budget_command, "memory": memory_command}[args.command]
+               "budget": budget_command, "memory": memory_command, "backup": backup_command,
+               "restore": restore_command}[args.command]
     try:
         return asyncio.run(command(config, args, (args.config or default_config_path()).resolve()))
     except BruceError as exc:
@@ -359,9 +366,22 @@ def _eval(config: Config, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        return _main(argv)
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is seen while it can be handled
+        return code
     except KeyboardInterrupt:  # Ctrl-C before the signal handlers are in place (loading, importing)
         return FORCED_EXIT
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``bruce tools show X | head``): stop quietly, as a command
+    killed by SIGPIPE would, with no traceback and no error at interpreter exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # what is still buffered is dropped, not flushed into the pipe
+    os.close(devnull)
+    return CLOSED_PIPE_EXIT
 
 
 def _config_ok(config: Config, path: Path) -> int:
@@ -390,7 +410,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return _config_ok(config, args.config or default_config_path())
     if args.command == "tools":
         return _print_tools(config, getattr(args, "name", None))
-    if args.command in ("pairing", "jobs", "usage", "budget", "memory"):
+    if args.command in ("pairing", "jobs", "usage", "budget", "memory", "backup", "restore"):
         return _store_command(config, args)
     if args.command in ("mcp", "eval"):  # each sets up its own logging
         return (_mcp if args.command == "mcp" else _eval)(config, args)
@@ -407,10 +427,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except ConfigError as exc:
         print(f"bruce: {exc}", file=sys.stderr)
         return 2
-    except BruceError as exc:
-        print(f"bruce: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:  # a lock file or folder we may not write, a full disk
+    except BrokenPipeError:  # stdout's reader is gone: main() stops quietly
+        raise
+    except (BruceError, OSError) as exc:  # OSError: a lock file or folder we may not write, a full disk
         print(f"bruce: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -2,7 +2,9 @@
 
 ``status`` asks the running daemon (its servers, as it supervises them); with no daemon it
 connects to each configured server now, each bounded by its ``connect_timeout_s``, and says so.
-It exits 1 when an enabled server is not ready, so a script can watch it.
+It exits 1 when an enabled server is not ready, so a script can watch it; an enabled server the
+config names but the running daemon has not loaded (added since it started) is not ready either:
+``status`` names it and says that a restart loads it.
 """
 
 from __future__ import annotations
@@ -52,11 +54,17 @@ async def mcp_command(config: Config, args: argparse.Namespace) -> int:
     live = servers is not None
     if servers is None:
         servers = await probe_mcp(config)
+    loaded = {s["server"] for s in servers}
+    not_loaded = [name for name, server in config.mcp_servers.items() if server.enabled and name not in loaded]
     if args.json:
-        print(visible_json({"daemon": live, "servers": servers}))
+        print(visible_json({"daemon": live, "servers": servers, "not_loaded": not_loaded}))
     else:
         _table(servers, live, config.assistant.zone)
-    return 0 if all(s["state"] in ("ready", "disabled") for s in servers) else 1
+        if not_loaded:
+            print(visible(f"The config names {len(not_loaded)} MCP server(s) the running daemon has not loaded: "
+                          f"{', '.join(not_loaded)}. It reads mcp_servers only when it starts: restart it "
+                          "(sudo systemctl restart bruce, or stop `bruce run` and start it again) to load them."))
+    return 0 if not not_loaded and all(s["state"] in ("ready", "disabled") for s in servers) else 1
 
 
 async def _serve(config: Config, *, transport: str, port: int) -> None:

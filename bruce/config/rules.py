@@ -10,6 +10,9 @@
   ``bruce run`` and the token the daemon generates all meet ``MIN_ADMIN_TOKEN`` characters);
   ``host_header_allowed`` says whether a request's ``Host`` names this machine (loopback) or an
   ``admin.allowed_hosts`` entry, the guard against DNS rebinding.
+* Chat platforms (``channels``): ``channel_problems`` is what start-up refuses about an enabled
+  channel's section before any network call (a missing token, a Telegram token of the wrong
+  shape); the channels raise the same words (``token_required``, ``telegram_token_problem``).
 * Small value rules the models reuse (``blank_to_none``, ``ids_as_text``) and the check of
   ``tools.overrides`` against the tool contracts (``unknown_overrides``).
 """
@@ -26,12 +29,13 @@ from urllib.parse import unquote
 import httpx
 
 if TYPE_CHECKING:
-    from bruce.config.schema import ToolsConfig
+    from bruce.config.schema import ChannelsConfig, ToolsConfig
 
 __all__ = [
     "MIN_ADMIN_TOKEN",
     "LOOPBACK_NAMES",
     "admin_token_problem",
+    "channel_problems",
     "allowed_host",
     "allowed_url",
     "blank_to_none",
@@ -41,6 +45,8 @@ __all__ = [
     "is_loopback",
     "ids_as_text",
     "plain_path",
+    "telegram_token_problem",
+    "token_required",
     "unknown_overrides",
     "url_problem",
 ]
@@ -75,6 +81,38 @@ def allowed_host(value: str) -> str:
     if not _ALLOWED_HOST.fullmatch(host):
         raise ValueError(f"{value[:80]!r} is not a host name or host:port")
     return host
+
+
+_TOKEN_VARIABLES = {"telegram": "TELEGRAM_BOT_TOKEN", "discord": "DISCORD_BOT_TOKEN"}
+
+
+def token_required(channel: str) -> str:
+    """The words for an enabled channel without a token."""
+    variable = _TOKEN_VARIABLES.get(channel, f"{channel.upper()}_TOKEN")
+    return (f"channels.{channel}.token: required when channels.{channel}.enabled is true "
+            f'(e.g. token: "${{{variable}}}")')
+
+
+def telegram_token_problem(token: str) -> str | None:
+    """Why ``token`` is not the shape of a bot token (``123456:ABC-...``, as aiogram checks it), or None."""
+    left, sep, right = token.partition(":")
+    if not sep or not left.isdigit() or not right or any(c.isspace() for c in token):
+        return "channels.telegram.token: not a Telegram bot token (it looks like 123456:ABC-...)"
+    return None
+
+
+def channel_problems(channels: ChannelsConfig) -> list[str]:
+    """What start-up refuses about the enabled channels' sections, known without asking the platform."""
+    problems = []
+    for name, section in channels.sections().items():
+        if not section.enabled:
+            continue
+        token = getattr(section, "token", None)
+        if token is None:
+            problems.append(token_required(name))
+        elif name == "telegram" and (problem := telegram_token_problem(token.get_secret_value())):
+            problems.append(problem)
+    return problems
 
 
 def admin_token_problem(token: str | None) -> str | None:

@@ -113,6 +113,7 @@ class LLMConfig(_Model):
 class StorageConfig(_Model):
     path: Path = Path("data/bruce.db")
     busy_timeout_ms: int = Field(5000, ge=1, le=600_000)  # wait this long for another process's lock
+    backups_keep: int = Field(7, ge=1, le=1000)  # `bruce backup`'s stamped files kept in backups/ (the newest)
 
 
 

@@ -31,11 +31,11 @@ from zoneinfo import ZoneInfo
 from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.jobs.links import MessageLinks
 from bruce.jobs.schedule import SCHEDULE_FIELDS, Schedule, ScheduleError, local_text, parse_schedule, stored_schedule
-from bruce.records import JobRecord
+from bruce.records import JobRecord, JobRunRecord
 from bruce.store import Store
-from bruce.values import OWNER, ConversationId, ExecutionMode, JobStatus, Notify
+from bruce.values import OWNER, ConversationId, ExecutionMode, JobRunStatus, JobStatus, Notify
 
-__all__ = ["JobBook", "JobError", "JobView", "ScheduleError", "MAX_CONTENT_CHARS", "QUIET_TOKEN", "MAX_LIVE_JOBS"]
+__all__ = ["JobBook", "JobError", "JobView", "ScheduleError", "MAX_CONTENT_CHARS", "QUIET_TOKEN", "MAX_LIVE_JOBS", "run_line"]
 
 MAX_CONTENT_CHARS = 4000
 MAX_LIVE_JOBS = 50  # per conversation, by default (config ``scheduler.max_active_jobs``)
@@ -89,6 +89,14 @@ class JobView:
         if j.execution_mode is ExecutionMode.AGENT:
             lines.append(f"notify: {j.notify}")
         return "\n".join([*lines, "content:", content])
+
+
+def run_line(run: JobRunRecord, content: str, zone: ZoneInfo) -> str:
+    """A finished run as ``/jobs`` lists it: when, which job, what became of it."""
+    when = local_text(parse_iso(run.finished_at or run.started_at), zone)
+    shown = content if len(content) <= 60 else content[:57] + "..."
+    error = f" ({run.error})" if run.error and run.status is not JobRunStatus.DELIVERED else ""
+    return f"{when}: {run.job_id} {shown!r}: {run.status}{error}"
 
 
 class JobBook:

@@ -5,7 +5,7 @@ tool_executions, idempotency keys), ``confirmations``, ``artifacts`` and ``pairi
 (pairing_requests, paired_users), ``jobs`` (proactive_jobs, job_runs), ``leases`` (which process
 holds the scheduler and each channel), ``media`` (what was made of a message's attachments), ``usage`` (sums over llm_calls; budget_allowances,
 budget_notices), ``memory`` (facts, summaries, their search index) and ``stats`` (totals across
-tables, for the metrics). A new concern gets a module here and an attribute on ``Store``. The
+tables, for the metrics) and ``overview`` (the admin overview's panels and charts). A new concern gets a module here and an attribute on ``Store``. The
 records these hand out are values in ``bruce.records``."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from bruce.store.media import MediaStore
 from bruce.store.memory import MemoryStore
 from bruce.store.messages import MessageStore
 from bruce.store.outbound import OutboundStore
+from bruce.store.overview import OverviewStore
 from bruce.store.pairing import PairingStore
 from bruce.store.stats import StatsStore
 from bruce.store.usage import UsageStore
@@ -45,6 +46,7 @@ class Store:
         self.usage = UsageStore(database)
         self.memory = MemoryStore(database)
         self.stats = StatsStore(database)
+        self.overview = OverviewStore(database)
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock, *, busy_timeout_ms: int = 5000, create: bool = True) -> Store:

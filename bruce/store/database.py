@@ -15,6 +15,10 @@ that fails because the disk is full or failing (SQLITE_FULL, SQLITE_IOERR) is fo
 ``wal_checkpoint(TRUNCATE)``: what the WAL holds is copied into the database file and the WAL is
 emptied to 0 bytes, so the space it took is given back at once (``store.wal_truncated``, or
 ``store.checkpoint_failed`` when even that cannot run).
+
+Before a migration changes a database that already has a schema, ``migrate`` backs it up into
+``backups/`` beside it (``bruce.store.backup``), named for the version it came from; a backup
+that cannot be written stops the migration, and nothing is changed.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import structlog
 from bruce.clock import Clock, utc_iso
 from bruce.errors import StoreBusy, StoreError
 from bruce.store._aiosqlite_shim import run_on_connection_thread
+from bruce.store.backup import copy_from, folder_of, stamped
 from bruce.store.migrations import MIGRATIONS
 
 __all__ = ["Database"]
@@ -47,9 +52,10 @@ class Database:
     """The connection, its write lock and the clock that stamps rows."""
 
     def __init__(self, connection: aiosqlite.Connection, clock: Clock, *, busy_retries: int = 2,
-                 busy_timeout_ms: int = 5000) -> None:
+                 busy_timeout_ms: int = 5000, path: Path | None = None) -> None:
         self._db = connection
         self._clock = clock
+        self.path = path  # the file (None: in memory); its backups go in backups/ beside it
         self._write_lock = asyncio.Lock()
         self._busy_retries = busy_retries
         self._busy_timeout_ms = busy_timeout_ms
@@ -76,7 +82,7 @@ class Database:
                 connection = await aiosqlite.connect(path.absolute().as_uri() + "?mode=rw", uri=True)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open database {path}: {exc}") from exc
-        database = cls(connection, clock, busy_timeout_ms=busy_timeout_ms)
+        database = cls(connection, clock, busy_timeout_ms=busy_timeout_ms, path=None if memory else path)
         try:
             await database._prepare()
         except (OSError, sqlite3.Error) as exc:
@@ -104,6 +110,8 @@ class Database:
         version = int(row[0]) if row else 0
         if version > len(MIGRATIONS):
             raise StoreError(f"database schema version {version} is newer than this Bruce ({len(MIGRATIONS)})")
+        if 0 < version < len(MIGRATIONS):
+            await self._back_up_before_migrating(version)
         await self._db.execute("PRAGMA foreign_keys=OFF")  # a no-op inside a transaction: set before
         try:
             for target, script in enumerate(MIGRATIONS[version:], start=version + 1):
@@ -117,6 +125,19 @@ class Database:
         finally:
             await self._db.execute("PRAGMA foreign_keys=ON")
         return len(MIGRATIONS)
+
+    async def _back_up_before_migrating(self, version: int) -> None:
+        """The database as schema ``version`` left it, in ``backups/<stem>-vNN-<stamp>.db``."""
+        if self.path is None:
+            return
+        target = stamped(folder_of(self.path), self.path.stem, self._clock.now(), label=f"v{version:02d}")
+        try:
+            copy = await self._trip(_plainly, lambda conn: copy_from(conn, target, name=str(self.path)))
+        except (OSError, sqlite3.Error, StoreError) as exc:
+            raise StoreError(f"cannot back up {self.path} before migrating it from schema version {version} "
+                             f"to {len(MIGRATIONS)}: {exc}; nothing was changed (free disk space, or make "
+                             f"{target.parent} writable)") from exc
+        log.info("store.backed_up", reason="migration", path=str(copy.path), version=version, size=copy.size)
 
     async def close(self, *, drain_s: float = 10.0) -> None:
         """Close once the writes under way have finished (a write shielded from a cancelled
@@ -268,7 +289,7 @@ def _advice(path: Path, exc: BaseException) -> str:
     elif "full" in text or "No space" in text:
         hint = "the disk is full: free some space"
     elif "not a database" in text or "malformed" in text:
-        hint = "the file is not a Bruce database (or is damaged): point storage.path at another file, or restore a backup"
+        hint = "the file is not a Bruce database (or is damaged): point storage.path at another file, or restore a backup (`bruce restore PATH`)"
     else:
         hint = "check storage.path, the folder's permissions and free disk space"
     return f"cannot use the database {path}: {text}; {hint}"

@@ -168,6 +168,19 @@ class JobStore:
                                    " LIMIT ?", (job_id, limit))
         return [from_row(JobRunRecord, r) for r in rows]
 
+    async def recent_runs(self, conversation_id: str, *, person: str | None = None,
+                          limit: int = 5) -> list[tuple[JobRunRecord, str]]:
+        """The conversation's last finished runs, newest first, each with its job's content;
+        given ``person``, only their jobs' runs (``/jobs``)."""
+        sql = ("SELECT r.*, j.content AS job_content FROM job_runs r JOIN proactive_jobs j ON j.id = r.job_id"
+               " WHERE j.conversation_id = ? AND r.finished_at IS NOT NULL")
+        params: list[Any] = [conversation_id]
+        if person is not None:
+            sql += " AND j.person = ?"
+            params.append(person)
+        rows = await self._db.rows(sql + " ORDER BY r.finished_at DESC, r.id DESC LIMIT ?", [*params, limit])
+        return [(from_row(JobRunRecord, r), r["job_content"]) for r in rows]
+
     async def mark_sent_runs(self) -> int:
         """Runs recorded ``unsent`` whose message the outbox has sent since: ``delivered``."""
         _, count = await self._db.execute(

@@ -1,6 +1,6 @@
 """The chat commands that answer from Bruce's own state, with no turn: ``/new`` (fold the session
 into the summary and start a fresh one), ``/usage``, ``/memory``, ``/forget ID``, ``/jobs`` and
-``/help`` (for a channel that does not answer it itself: the console, the web chat).
+``/help`` and ``/id`` (for a channel that does not answer them itself: the console, the web chat).
 
 Each answer is a notice through the outbox that closes the command's message. ``/memory``,
 ``/forget`` and ``/jobs`` answer about the asking person's own facts and jobs only (the owner's or
@@ -16,14 +16,14 @@ from zoneinfo import ZoneInfo
 import structlog
 
 from bruce.clock import Clock
-from bruce.jobs.book import JobView
+from bruce.jobs.book import JobView, run_line
 from bruce.llm.usage import usage_by_day, usage_text
 from bruce.memory.long_term import Memory
 from bruce.records import StoredMessage
 from bruce.runtime.outbox import Outbox
 from bruce.runtime.summarizer import Folded, fold_session
 from bruce.store import Store
-from bruce.texts import USAGE_IS_THE_OWNERS, jobs_listing, memory_listing, new_session
+from bruce.texts import USAGE_IS_THE_OWNERS, jobs_listing, memory_listing, new_session, your_id
 from bruce.turns.agent_loop import LLM
 from bruce.turns.commands import Command, CommandName, help_text
 from bruce.turns.indicator import Indicator
@@ -34,6 +34,7 @@ __all__ = ["ChatCommands"]
 log = structlog.get_logger(__name__)
 
 USAGE_DAYS = 7
+RECENT_RUNS = 5  # /jobs shows the conversation's last runs besides its live jobs
 ABOUT = "Write to me in plain text. When an action needs your approval I ask first."  # /help, on any channel
 
 
@@ -75,9 +76,13 @@ class ChatCommands:
             return await self._memory_command(command, person)
         if command.name is CommandName.HELP:
             return help_text(self._assistant, about=ABOUT)
+        if command.name is CommandName.ID:
+            return your_id(ConversationId.parse(inbound.conversation_id).channel, inbound.sender_id)
         if command.name is CommandName.JOBS:
             jobs = await self._store.jobs.for_conversation(inbound.conversation_id, person=person)
-            return jobs_listing([JobView(job).line() for job in jobs])
+            runs = await self._store.jobs.recent_runs(inbound.conversation_id, person=person, limit=RECENT_RUNS)
+            return jobs_listing([JobView(job).line() for job in jobs],
+                                [run_line(run, content, self._zone) for run, content in runs])
         raise ValueError(f"not a chat command with an answer: /{command.name}")
 
     async def _memory_command(self, command: Command, person: str) -> str:

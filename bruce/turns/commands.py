@@ -10,7 +10,9 @@ not turn it into an approval, because a control signal must not travel in text t
 a prompt injection in a web page it read) can produce. ``/new`` starts a fresh session in the
 conversation (anything typed after it is ignored); ``/jobs`` lists the conversation's scheduled
 jobs; ``/usage`` shows the model's use and cost of the last days. ``/id`` is about the user's
-account on a chat platform, so only a platform's channel answers it.
+account on a chat platform: Telegram and Discord answer it themselves (to anyone, so a new user
+learns their id); where it reaches the core (the console, the web chat, a platform that passes it
+on) the core answers it, so every channel knows every command of the table and none reaches the model.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ class CommandSpec:
     description: str  # one line; "{platform}" is the chat platform's name ("Telegram")
     in_menu: bool  # a one-tap command (Discord's slash tree); Telegram's list names every command
     ack: str = "Got it."  # said at once when a menu passes it on, before the answer arrives
-    platform_only: bool = False  # about the user's platform account: answered by that platform's channel
+    platform_only: bool = False  # about the user's platform account: that platform's channel answers it first
+    elsewhere: str | None = None  # the description where there is no platform (the console, the web chat)
 
     @property
     def usage(self) -> str:
@@ -43,6 +46,8 @@ class CommandSpec:
         return f"/{self.name} {self.argument}" if self.argument else f"/{self.name}"
 
     def describe(self, platform: str = "") -> str:
+        if not platform and self.elsewhere:
+            return self.elsewhere
         return self.description.format(platform=platform)
 
     def menu_line(self, platform: str = "") -> str:
@@ -52,7 +57,8 @@ class CommandSpec:
 
 COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("help", None, "what I can do", in_menu=True),
-    CommandSpec("id", None, "your {platform} user id, for the allow-list", in_menu=True, platform_only=True),
+    CommandSpec("id", None, "your {platform} user id, for the allow-list", in_menu=True, platform_only=True,
+                elsewhere="your user id on Telegram or Discord, for the allow-list (ask the bot there)"),
     CommandSpec("approve", "ID", "approve a pending request", in_menu=False),
     CommandSpec("deny", "ID", "deny a pending request", in_menu=False),
     CommandSpec("new", None, "start a fresh conversation (a summary of this one is kept)", in_menu=True,
@@ -67,7 +73,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
 
 
 class CommandName(StrEnum):
-    """The commands the core answers (every entry of ``COMMANDS`` but the platform ones)."""
+    """The commands the core answers: every entry of ``COMMANDS``."""
 
     APPROVE = "approve"
     DENY = "deny"
@@ -77,9 +83,10 @@ class CommandName(StrEnum):
     MEMORY = "memory"
     FORGET = "forget"
     HELP = "help"
+    ID = "id"
 
 
-_NO_ARGUMENT = frozenset(CommandName(s.name) for s in COMMANDS if s.argument is None and not s.platform_only)
+_NO_ARGUMENT = frozenset(CommandName(s.name) for s in COMMANDS if s.argument is None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +112,8 @@ def parse_command(text: str) -> Command | None:
 
 
 def help_text(assistant: str, *, about: str, platform: str | None = None) -> str:
-    """The answer to ``/help``: who answers, ``about`` writing to them on this channel, and the
-    commands; the platform's own commands (``/id``) only for that ``platform``."""
+    """The answer to ``/help``: who answers, ``about`` writing to them on this channel, and every
+    command of the table (``/id`` described for this ``platform``, or for none)."""
     lines = [f"I'm {assistant}, your assistant. {about}", "", "Commands:"]
-    for spec in COMMANDS:
-        if spec.platform_only and platform is None:
-            continue
-        lines.append(f"{spec.usage}: {spec.describe(platform or '')}")
+    lines += [f"{spec.usage}: {spec.describe(platform or '')}" for spec in COMMANDS]
     return "\n".join(lines)

@@ -71,6 +71,7 @@ import structlog
 
 from bruce.channel import Attachment, ConfirmationRequest, Inbound, IncomingMessage
 from bruce.clock import Clock
+from bruce.config.rules import token_required
 from bruce.config.schema import DiscordConfig
 from bruce.errors import ChannelSendError, ConfigError, StoreError
 from channels.discord.format import MESSAGE_LIMIT, split_message
@@ -117,8 +118,7 @@ class DiscordChannel:
     def __init__(self, section: DiscordConfig, *, clock: Clock, assistant_name: str = "Bruce",
                  fetch_timeout_s: float = FETCH_TIMEOUT_S) -> None:
         if section.token is None:
-            raise ConfigError("channels.discord.token: required when channels.discord.enabled is true "
-                              '(e.g. token: "${DISCORD_BOT_TOKEN}")')
+            raise ConfigError(token_required(self.name))
         discord.http.Route.BASE = section.api_base.rstrip("/") if section.api_base else DISCORD_API
         self._section = section
         self._clock = clock

@@ -12,6 +12,7 @@ from typing import Any
 
 import aiohttp
 
+from bruce.config.rules import telegram_token_problem
 from bruce.errors import ConfigError
 from bruce.safe_text import read_json
 
@@ -25,9 +26,9 @@ ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 
 def check_token(token: str) -> None:
     """The shape of a bot token (``123456:ABC-...``), as aiogram checks it, without importing aiogram."""
-    left, sep, right = token.partition(":")
-    if not sep or not left.isdigit() or not right or any(c.isspace() for c in token):
-        raise ConfigError("channels.telegram.token: not a Telegram bot token (it looks like 123456:ABC-...)")
+    problem = telegram_token_problem(token)
+    if problem:
+        raise ConfigError(problem)
 
 
 class Refused(Exception):

@@ -161,8 +161,10 @@ class TelegramBot:
             await query.answer(text[:200], show_alert=alert)
 
     async def show_outcome(self, message: Message, outcome: str) -> None:
-        """The request message, edited to end with the decision and without its buttons."""
+        """The request message, edited to end with the decision and without its buttons. Its
+        formatting is kept: Telegram hands the message back as text and entities, which
+        ``html_text`` turns into the HTML it was sent as."""
         with contextlib.suppress(TelegramAPIError, TimeoutError):
             await self._bot.edit_message_text(
-                text=f"{html.escape(message.text or '')}\n\n<b>{html.escape(outcome)}</b>"[:4096],
+                text=f"{message.html_text if message.text else ''}\n\n<b>{html.escape(outcome)}</b>"[:4096],
                 chat_id=message.chat.id, message_id=message.message_id, parse_mode="HTML", reply_markup=None)

@@ -67,6 +67,7 @@ import structlog
 
 from bruce.channel import Attachment, ConfirmationRequest, Inbound
 from bruce.clock import Clock
+from bruce.config.rules import token_required
 from bruce.config.schema import TelegramConfig
 from bruce.errors import BruceError, ChannelSendError, ConfigError
 from bruce.turns.commands import COMMANDS
@@ -98,8 +99,7 @@ class TelegramChannel:
     def __init__(self, section: TelegramConfig, *, clock: Clock, assistant_name: str = "Bruce",
                  fetch_timeout_s: float = 60.0) -> None:
         if section.token is None:
-            raise ConfigError("channels.telegram.token: required when channels.telegram.enabled is true "
-                              '(e.g. token: "${TELEGRAM_BOT_TOKEN}")')
+            raise ConfigError(token_required(self.name))
         check_token(section.token.get_secret_value())
         self._api = BotAPI(section.token.get_secret_value(), section.api_base)
         self._section = section

@@ -36,7 +36,7 @@ async def test_login_sets_a_strict_httponly_cookie_and_forms_need_the_csrf_token
     response = await admin.post("/login", data={"token": "not it"})
     assert response.status == 401 and "not the admin token" in await response.text()
     response = await admin.post("/login", data={"token": TOKEN}, allow_redirects=False)
-    assert response.status == 303 and response.headers["Location"] == "/logs"
+    assert response.status == 303 and response.headers["Location"] == "/"  # the overview
     cookie = response.headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
     page = await admin.get("/logs")

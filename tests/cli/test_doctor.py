@@ -173,3 +173,66 @@ def test_no_database_yet_is_fine_and_doctor_does_not_create_one(tmp_path, capsys
     assert "– llm: not called (--no-llm)" in lines and "– admin: disabled" in lines
     assert f"– systemd: no unit at {tmp_path / 'none.service'}" in lines
     assert not (tmp_path / "data").exists()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_the_admin_port_held_by_the_running_daemon_is_no_warning(tmp_path, clock):
+    """doctor reported the daemon running, then warned that its admin port was in use."""
+    from bruce.app import build_app, socket_console
+    from bruce.config.loader import load_config
+
+    port = free_port()
+    path = write(tmp_path, {"console": {"socket_path": str(tmp_path / "bruce.sock")},
+                            "admin": {"port": port, "token": "${DOCTOR_ADMIN_TOKEN}"}})
+    config = load_config(path, ENV)
+    app = await build_app(config, clock=clock, environ={}, extra_channels=[socket_console(config, clock)])
+    await app.start_admin()  # as `bruce run` does
+    await app.start()
+    try:
+        lines: list[str] = []
+        await diagnose(path, environ=ENV, llm=False, timeout_s=5, unit=tmp_path / "none.service", out=lines.append)
+    finally:
+        await app.stop()
+    assert f"✓ daemon: running, console socket {tmp_path / 'bruce.sock'}" in lines
+    assert f"✓ admin: 127.0.0.1:{port} is served by the running daemon" in lines
+    assert not [line for line in lines if line.startswith("! admin:")]
+
+    lines = []  # the daemon gone, another program on the port is still a warning
+    import socket
+
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", port))
+        other.listen()
+        await diagnose(path, environ=ENV, llm=False, timeout_s=5, unit=tmp_path / "none.service", out=lines.append)
+    assert (f"! admin: 127.0.0.1:{port} is in use (by a Bruce already running, or another program) — fix: stop the "
+            "other program or set admin.port") in lines
+
+
+async def test_the_llm_line_reports_the_models_own_time_not_the_start_up(tmp_path, monkeypatch, fake_llm):
+    """"answered in 5.3 s" counted loading litellm; the line now gives the model's time alone."""
+    import time
+
+    from bruce.llm import service
+
+    loaded = service.load_litellm
+
+    def slow_start() -> object:
+        time.sleep(1.5)  # a cold import of litellm takes seconds
+        return loaded()
+
+    monkeypatch.setattr(service, "load_litellm", slow_start)
+    fake_llm.add(Step.delay(0.3, Step.text("ok")), model="primary")
+    path = write(tmp_path, {"llm": {"model": "openai/primary", "api_base": fake_llm.base_url,
+                                    "api_key": "${DOCTOR_LLM_KEY}"}, "admin": {"enabled": False}})
+    lines: list[str] = []
+    await diagnose(path, environ=ENV, timeout_s=5, unit=tmp_path / "none.service", out=lines.append)
+    (line,) = [line for line in lines if line.startswith("✓ llm openai/primary: answered in ")]
+    seconds = float(line.removeprefix("✓ llm openai/primary: answered in ").removesuffix(" s"))
+    assert 0.3 <= seconds < 1.0, line

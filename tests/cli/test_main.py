@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bruce.turns.commands import COMMANDS
 from tests.fakes.llm_server import Step
 from tests.helpers import db_rows
 
@@ -55,6 +56,26 @@ async def test_chat_runs_a_two_step_chain_from_piped_stdin(tmp_path, fake_llm):
     assert execution == {"tool_name": "math.calculate", "status": "ok"}
     assert [m["text"] for m in db_rows(db, "SELECT text FROM messages ORDER BY id")] == [
         "what is 19*23?", "19 times 23 is 437."]
+
+
+async def test_chat_answers_every_command_of_the_table_without_the_model(tmp_path, fake_llm):
+    """/help in `bruce chat` is answered as on Telegram, and /id too (there is none here): no
+    command of the table reaches the model."""
+    config = write_config(tmp_path, {"model": "openai/primary", "api_base": fake_llm.base_url, "api_key": "sk-test-123456"})
+    proc = await asyncio.create_subprocess_exec(
+        *BRUCE, "--config", str(config), "chat",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=clean_env(), cwd=tmp_path,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(b"/help\n/id\n/jobs\n/quit\n"), 60)
+    assert proc.returncode == 0, err.decode()
+    shown = out.decode()
+    assert shown.startswith("Bruce> I'm Bruce, your assistant.")
+    for spec in COMMANDS:
+        assert f"\n{spec.usage}: {spec.describe()}\n" in shown
+    assert "Bruce> There is no user id to allow-list here: the terminal is on this machine" in shown
+    assert "Bruce> No active jobs in this conversation." in shown
+    assert fake_llm.requests == []
 
 
 async def test_run_with_discord_enabled_but_no_token_names_the_key(tmp_path):
@@ -323,3 +344,20 @@ async def test_python_dash_m_bruce_cli_is_the_bruce_command(tmp_path):
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
     assert "usage: bruce" in out.decode()
+
+
+@pytest.mark.parametrize("command", [["tools"], ["tools", "show", "web.read_url"], ["config", "check"]])
+def test_a_reader_that_closes_the_pipe_early_gets_no_traceback(tmp_path, command):
+    """`bruce tools show X | head`: a real pipe whose reader has gone away (as `head` does once it
+    has its lines) before the command writes. It stops quietly, with the status of one killed by SIGPIPE."""
+    import subprocess
+
+    config = write_config(tmp_path, {"model": "openai/primary"})
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen([*BRUCE, "--config", str(config), *command], stdout=write_end,
+                            stderr=subprocess.PIPE, env=clean_env(), cwd=tmp_path)
+    os.close(write_end)
+    os.close(read_end)  # the command takes a second to start: its first write finds the pipe closed
+    _, err = proc.communicate(timeout=60)
+    assert err.decode() == ""
+    assert proc.returncode == 141

@@ -66,7 +66,8 @@ async def test_the_owner_reviews_a_turn_chats_approves_and_pauses_a_job_in_the_b
             assert page.url.endswith("/login")  # no session: the login form
             await page.fill("#token", TOKEN)
             await page.click("button[type=submit]")
-            await page.wait_for_url(f"{base}/logs")
+            await page.wait_for_url(f"{base}/")  # a login lands on the overview
+            await page.goto(f"{base}/logs")
             rows = page.locator("#executions tbody tr")
             assert await rows.count() == 2
             assert "clock.now" in await page.inner_text("#executions")

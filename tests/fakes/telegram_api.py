@@ -29,7 +29,9 @@ Behaviour kept from the real server, so that an adapter that works here works th
 * ``sendMessage``: 400 for an empty text or one longer than 4096 characters (HTML tags not counted),
   400 "message to be replied not found" for a reply to an unknown message (unless
   ``allow_sending_without_reply``); only an inline keyboard is echoed in the returned Message.
-  The text is kept as sent: ``parse_mode`` is not rendered.
+  The text is kept as sent: ``parse_mode`` is not rendered, except where Telegram hands a message
+  back to the bot: a message quoted in a callback query (or a reply) carries, as on Telegram, the
+  visible text and its ``entities`` (``render_html``), so a bot that edits it sees what Telegram sends.
 * ``editMessageText`` / ``editMessageReplyMarkup``: 400 "message to edit not found", 400 "message is
   not modified" when nothing changes; editing without ``reply_markup`` removes the inline keyboard.
 * A chat in ``blocked`` answers 403 "Forbidden: bot was blocked by the user" to sends.
@@ -161,6 +163,49 @@ def _visible_len(text: str, parse_mode: Any) -> int:
     return len(text)
 
 
+_ENTITY_TAGS = {"b": "bold", "strong": "bold", "i": "italic", "em": "italic", "u": "underline", "ins": "underline",
+                "s": "strikethrough", "strike": "strikethrough", "del": "strikethrough", "code": "code",
+                "pre": "pre", "a": "text_link", "tg-spoiler": "spoiler", "blockquote": "blockquote"}
+
+
+def _utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def render_html(text: str) -> tuple[str, list[dict[str, Any]]]:
+    """Telegram HTML as Telegram turns it into a Message: the visible text and its entities
+    (offsets and lengths in UTF-16 code units, ordered by offset)."""
+    from html.parser import HTMLParser
+
+    visible: list[str] = []
+    entities: list[dict[str, Any]] = []
+    open_tags: list[tuple[str, int, dict[str, Any]]] = []
+
+    class Parser(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag in _ENTITY_TAGS:
+                open_tags.append((tag, _utf16_len("".join(visible)), dict(attrs)))
+
+        def handle_endtag(self, tag: str) -> None:
+            if not open_tags or open_tags[-1][0] != tag:
+                return
+            _, start, attrs = open_tags.pop()
+            length = _utf16_len("".join(visible)) - start
+            if length:
+                entity: dict[str, Any] = {"type": _ENTITY_TAGS[tag], "offset": start, "length": length}
+                if tag == "a":
+                    entity["url"] = attrs.get("href")
+                entities.append(entity)
+
+        def handle_data(self, data: str) -> None:
+            visible.append(data)
+
+    parser = Parser(convert_charrefs=True)
+    parser.feed(text)
+    parser.close()
+    return "".join(visible), sorted(entities, key=lambda e: (e["offset"], -e["length"]))
+
+
 def _inline_markup(value: Any) -> dict[str, Any] | None:
     """Only an inline keyboard is part of a Message; reply keyboards are not echoed."""
     if isinstance(value, dict) and "inline_keyboard" in value:
@@ -230,6 +275,7 @@ class FakeTelegramAPI:
         self._users: dict[int, dict[str, Any]] = {}
         self._callback_ids: set[str] = set()
         self._callback_seq = itertools.count(1)
+        self._rendered: dict[tuple[int, int], tuple[str, list[dict[str, Any]]]] = {}  # sent as HTML: as Telegram shows it
         self._file_seq = itertools.count(1)
         self._failures: dict[str, deque[_Failure]] = {}
         self._raw: dict[str, deque[tuple[int, str]]] = {}
@@ -619,6 +665,9 @@ class FakeTelegramAPI:
                     "from": self._bot_user()}
         quoted = copy.deepcopy(found)
         quoted.pop("reply_to_message", None)
+        if (chat_id, message_id) in self._rendered:  # Telegram hands back the visible text and its entities
+            quoted["text"], entities = self._rendered[(chat_id, message_id)]
+            self._set_optional(quoted, "entities", entities or None)
         return quoted
 
     def _bot_message(self, params: Params, content: dict[str, Any]) -> dict[str, Any]:
@@ -723,7 +772,16 @@ class FakeTelegramAPI:
         content: dict[str, Any] = {"text": text}
         if params.get("entities"):
             content["entities"] = params["entities"]
-        return self._bot_message(params, content)
+        message = self._bot_message(params, content)
+        self._remember_rendering(message, text, params.get("parse_mode"))
+        return message
+
+    def _remember_rendering(self, message: dict[str, Any], text: str, parse_mode: Any) -> None:
+        key = (message["chat"]["id"], message["message_id"])
+        if str(parse_mode or "").lower() == "html":
+            self._rendered[key] = render_html(text)
+        else:
+            self._rendered.pop(key, None)
 
     async def _send_document(self, params: Params) -> dict[str, Any]:
         document = params.get("document")
@@ -758,6 +816,7 @@ class FakeTelegramAPI:
         self._set_optional(message, "entities", entities)
         self._set_optional(message, "reply_markup", markup)
         message["edit_date"] = int(time.time())
+        self._remember_rendering(message, text, params.get("parse_mode"))
         return message
 
     async def _edit_reply_markup(self, params: Params) -> dict[str, Any] | bool:

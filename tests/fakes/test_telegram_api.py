@@ -421,3 +421,12 @@ async def test_media_updates_and_an_album_read_as_aiogram_types(api: FakeTelegra
     large = (first.message.photo or [])[-1]
     info = await bot.get_file(large.file_id)
     assert info.file_path and (await bot.download_file(info.file_path)).read() == b"large"  # type: ignore[union-attr]
+
+
+def test_render_html_gives_the_visible_text_and_entities_as_telegram_does():
+    from tests.fakes.telegram_api import render_html
+
+    text, entities = render_html('<b>Approval</b> é <code>a&lt;b</code>\n<a href="https://x.org">link</a>')
+    assert text == "Approval é a<b\nlink"
+    assert entities == [{"type": "bold", "offset": 0, "length": 8}, {"type": "code", "offset": 11, "length": 3},
+                        {"type": "text_link", "offset": 15, "length": 4, "url": "https://x.org"}]

@@ -312,7 +312,20 @@ async def test_jobs_in_chat_lists_this_conversations_jobs_with_the_next_run_in_l
     assert fake_llm.requests == []
     await app.jobs.cancel(CID, mine.id)
     await say(app, "/jobs")
-    assert channel.texts("c1")[-1] == "No scheduled jobs in this conversation."
+    assert channel.texts("c1")[-1] == "No active jobs in this conversation."
+
+
+async def test_jobs_right_after_a_reminder_fired_says_no_active_jobs_and_shows_the_last_runs(app, channel, clock):
+    job = await remind(app, "Call Ana", in_seconds=120)
+    await app.jobs.create(ConversationId("test", "c2"), {"execution_mode": "message", "content": "Secret of c2",
+                                                         "in_seconds": 60})
+    await tick(app, clock, seconds=120)
+    assert channel.texts("c1") == ["Call Ana"]
+    await say(app, "/jobs")
+    listing = channel.texts("c1")[-1]
+    assert listing.startswith("No active jobs in this conversation.\n\nLast runs:\n")
+    assert f"- Wed 2026-12-02 09:02 -03 (America/Sao_Paulo): {job.id} 'Call Ana': delivered" in listing
+    assert "Secret of c2" not in listing  # another conversation's run is not shown here
 
 
 async def test_a_locked_database_at_firing_time_delays_the_reminder_but_does_not_lose_it(app_factory, channel, clock):

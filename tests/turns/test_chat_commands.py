@@ -140,7 +140,14 @@ async def test_help_lists_the_commands_of_the_table_without_the_model(app, fake_
     await say(app, "/help")
     (reply,) = channel.texts()
     assert reply == help_text("Bruce", about=ABOUT)
-    assert all(spec.usage in reply for spec in COMMANDS if not spec.platform_only) and "/id" not in reply
+    assert all(f"{spec.usage}: " in reply for spec in COMMANDS)
     assert fake_llm.requests == []
     (answered,) = await rows(app, "SELECT status FROM messages WHERE direction = 'in'")
     assert answered["status"] == "done"
+
+
+async def test_id_is_answered_by_the_core_where_the_platform_passes_it_on(app, fake_llm, channel):
+    await say(app, "/id")
+    (reply,) = channel.texts()
+    assert reply.startswith("There is no user id to allow-list here: the test channel is on this machine")
+    assert fake_llm.requests == []

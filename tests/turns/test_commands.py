@@ -24,12 +24,12 @@ def test_decisions_still_parse():
     assert parse_command("/approve now") == Command(CommandName.APPROVE, None)
 
 
-def test_the_core_answers_every_command_of_the_table_but_the_platforms_own():
-    assert {spec.name for spec in COMMANDS if not spec.platform_only} == {str(name) for name in CommandName}
+def test_the_core_answers_every_command_of_the_table():
+    assert {spec.name for spec in COMMANDS} == {str(name) for name in CommandName}
     assert len({spec.name for spec in COMMANDS}) == len(COMMANDS)
 
 
-@pytest.mark.parametrize("spec", [s for s in COMMANDS if not s.platform_only], ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", COMMANDS, ids=lambda s: s.name)
 def test_each_command_parses_from_its_usage(spec):
     usage = spec.usage.replace("ID", "1234abcd" if spec.name in ("approve", "deny") else "42")
     assert parse_command(usage).name is CommandName(spec.name)
@@ -40,7 +40,8 @@ def test_memory_help_and_forget_parse():
     assert parse_command("/memory") == Command(CommandName.MEMORY, None)
     assert parse_command("/forget 7") == Command(CommandName.FORGET, "7")
     assert parse_command("/forget x") == Command(CommandName.FORGET, None)
-    assert parse_command("/helpful") is None and parse_command("/forgetful") is None and parse_command("/id") is None
+    assert parse_command("/helpful") is None and parse_command("/forgetful") is None and parse_command("/identity") is None
+    assert parse_command("/id") == Command(CommandName.ID, None)
 
 
 def test_a_menu_line_says_how_to_type_a_command_with_an_argument():
@@ -50,9 +51,10 @@ def test_a_menu_line_says_how_to_type_a_command_with_an_argument():
     assert by_name["new"].menu_line() == by_name["new"].describe()
 
 
-def test_help_names_the_platforms_own_commands_only_for_that_platform():
+def test_help_names_every_command_and_describes_id_for_the_platform_or_for_none():
     everywhere = help_text("Bruce", about="Write to me.")
     on_telegram = help_text("Bruce", about="Write to me.", platform="Telegram")
     assert everywhere.startswith("I'm Bruce, your assistant. Write to me.")
-    assert "/id" not in everywhere and "/id: your Telegram user id, for the allow-list" in on_telegram
+    assert "/id: your user id on Telegram or Discord, for the allow-list (ask the bot there)" in everywhere
+    assert "/id: your Telegram user id, for the allow-list" in on_telegram
     assert "/approve ID: approve a pending request" in everywhere

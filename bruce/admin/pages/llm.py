@@ -1,7 +1,7 @@
 """The model calls: ``/llm`` (the calls, newest first, with usage per day and model, the day's
 budget, totals per kind of call (chat completions and voice transcriptions: calls, failed,
-mean latency, cost, over the ``since`` / ``until`` asked for), and latency and token charts
-drawn on the server) and ``GET /api/llm-calls`` (filters ``model``, ``status``, ``kind``,
+mean latency, cost, over the ``since`` / ``until`` asked for), and the charts of latency p50 / p95
+per model and of tokens and cost per day, drawn in the browser from ``bruce.admin.pages.charts``) and ``GET /api/llm-calls`` (filters ``model``, ``status``, ``kind``,
 ``since``, ``until``, ``limit``, ``cursor``)."""
 
 from __future__ import annotations
@@ -21,20 +21,11 @@ from bruce.records import KindTotals, StoredLLMCall, as_dict
 from bruce.store import Store
 from bruce.values import LLMCallKind
 
-__all__ = ["LLMPages", "svg_points"]
+__all__ = ["LLMPages"]
 
 FILTERS = {"model": "model", "status": "status", "kind": "kind", "since": "since", "until": "until"}
 STATUSES = ("ok", "error", "timeout")
 USAGE_DAYS = 7
-
-
-def svg_points(values: list[float], width: int = 600, height: int = 120) -> str:
-    """A polyline's points for a small server-drawn chart (no script, no library)."""
-    if not values:
-        return ""
-    top = max(values) or 1.0
-    step = width / max(len(values) - 1, 1)
-    return " ".join(f"{i * step:.1f},{height - (v / top) * (height - 4) - 2:.1f}" for i, v in enumerate(values))
 
 
 class LLMPages:
@@ -71,11 +62,8 @@ class LLMPages:
             raise web.HTTPBadRequest(text=str(exc)) from None
         rows, hits = await usage_by_day(self._store, self._clock, self._zone, USAGE_DAYS)
         spend = await self._budget.spend() if self._budget is not None else None
-        chart = list(reversed(items[:100]))
         kind = request.query.get("kind", "")
         older = f"/llm?{urlencode({**request.query, 'cursor': next_cursor})}" if next_cursor else None
         return self._page("llm.html", request=request, items=items, usage=rows, hits=hits, spend=spend,
                           totals=totals, kinds=[k.value for k in LLMCallKind], kind=kind,
-                          latency=svg_points([c.latency_ms for c in chart]),
-                          tokens=svg_points([(c.prompt_tokens or 0) + (c.completion_tokens or 0) for c in chart]),
                           older=older)

@@ -59,6 +59,10 @@ class Templates:
         html = self._env.get_template(name).render(csrf=session.csrf if session else "", **values)
         return web.Response(text=html, content_type="text/html", status=status)
 
+    def text(self, name: str, **values: Any) -> str:
+        """A template (a part of a page) as text."""
+        return self._env.get_template(name).render(**values)
+
 
 def redirect(location: str) -> web.Response:
     return web.Response(status=303, headers={"Location": location})

@@ -32,20 +32,22 @@ def _port_problem(host: str, port: int) -> str | None:
     return None
 
 
-def check_admin(config: Config, raw: Any) -> list[Finding]:
+def check_admin(config: Config, raw: Any, *, daemon_running: bool = False) -> list[Finding]:
     """``bruce run`` serves the admin page: a token it would refuse blocks start-up; a port in
-    use is a warning (it may be this very Bruce, running)."""
+    use is a warning, unless the daemon doctor found running holds it (it serves the page there)."""
     admin = config.admin
     if not admin.enabled:
         return [Finding(Mark.SKIP, "admin: disabled")]
-    return _admin_checks(admin, raw, config.storage.path.parent)
+    return _admin_checks(admin, raw, config.storage.path.parent, daemon_running)
 
 
-def _admin_checks(admin: AdminConfig, raw: Any, data_dir: Path) -> list[Finding]:
+def _admin_checks(admin: AdminConfig, raw: Any, data_dir: Path, daemon_running: bool) -> list[Finding]:
     found = []
     where = f"{admin.host}:{admin.port}"
     problem = _port_problem(admin.host, admin.port)
-    if problem:
+    if problem and daemon_running and problem.startswith("is in use"):
+        found.append(Finding(Mark.OK, f"admin: {where} is served by the running daemon"))
+    elif problem:
         found.append(Finding(Mark.WARN, f"admin: {where} {problem}", "stop the other program or set admin.port"))
     else:
         found.append(Finding(Mark.OK, f"admin: {where} is free"))

@@ -45,7 +45,6 @@ async def _probe(config: Config, index: int, endpoint: ModelEndpoint, environ: M
     scope = TurnScope(turn_id=new_turn_id(), conversation_id=ConversationId("doctor", "llm"), user_id=None)
     await store.messages.start_turn(scope.turn_id, str(scope.conversation), source=TurnSource.CHAT,
                                     inbound_message_id=None)
-    started = clock.monotonic()
     try:
         await LLMService(one, store=store, clock=clock, environ=environ).complete(list(_PROBE), scope=scope)
     except LLMNotConfigured as exc:
@@ -53,7 +52,9 @@ async def _probe(config: Config, index: int, endpoint: ModelEndpoint, environ: M
     except LLMUnavailable as exc:
         reason = "; ".join(r for _, r in exc.attempts)
         return Finding(Mark.FAIL, f"{label}: did not answer ({reason})", _llm_fix(reason, endpoint, key))
-    return Finding(Mark.OK, f"{label}: answered in {clock.monotonic() - started:.1f} s")
+    # the model's own time, as llm_calls records it: the request to the answer, without loading litellm
+    calls = await store.audit.llm_calls_of([scope.turn_id])
+    return Finding(Mark.OK, f"{label}: answered in {calls[-1].latency_ms / 1000:.1f} s")
 
 
 async def check_models(config: Config, raw: Any, environ: Mapping[str, str], timeout_s: float) -> list[Finding]:

@@ -1,12 +1,11 @@
 """The model calls page (``bruce.admin.pages.llm``): filters and the cursor, the day's usage and
-budget, and the server-drawn charts."""
+budget, and where the page finds its charts (drawn in the browser: tests/e2e)."""
 
 from __future__ import annotations
 
 from aiohttp.test_utils import TestClient, TestServer
 
 from bruce.admin import AdminServer
-from bruce.admin.pages.llm import svg_points
 from tests.fakes.llm_server import Step
 from tests.helpers import ADMIN_TOKEN as TOKEN
 from tests.helpers import BEARER, rows, say
@@ -32,16 +31,11 @@ async def test_llm_calls_filters_totals_budget_and_charts(app_factory, fake_llm)
         assert bad.status == 400 and "status" in (await bad.json())["error"]
         html = await (await client.get("/llm", headers=BEARER)).text()
         assert "Today (2026-12-02): " in html and "of 1,000 tokens" in html
-        assert "openai/primary" in html and '<polyline class="latency" points="0.0,' in html
+        assert "openai/primary" in html and 'data-chart="/api/charts/latency"' in html
+        assert '<script src="/static/uplot/uPlot.iife.min.js">' in html
     finally:
         await client.close()
 
-
-def test_the_chart_points_span_the_width_and_scale_to_the_highest():
-    assert svg_points([]) == ""
-    assert svg_points([0.0, 5.0, 10.0], width=100, height=24) == "0.0,22.0 50.0,12.0 100.0,2.0"
-    assert svg_points([3.0], width=100, height=24) == "0.0,2.0"
-    assert svg_points([0.0, 0.0], width=10, height=24) == "0.0,22.0 10.0,22.0"  # all zero: a flat line
 
 
 async def test_transcriptions_are_told_apart_from_chat_calls_with_totals_per_kind(app, admin, fake_llm):

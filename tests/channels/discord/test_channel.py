@@ -388,7 +388,7 @@ async def test_slash_commands(started, fake, fake_llm):
     assert fake.interaction_responses[-1].json["data"]["flags"] & 64  # the short ack, only for them
     fake.slash_command(OWNER, "jobs")
     texts = await replies(fake, channel, 3)
-    assert texts[2] == "No scheduled jobs in this conversation."
+    assert texts[2] == "No active jobs in this conversation."
 
 
 async def test_a_file_goes_in_with_its_message_and_a_strangers_costs_nothing(started, fake, fake_llm):

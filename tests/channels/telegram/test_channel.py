@@ -14,7 +14,7 @@ from bruce.errors import ConfigError
 from bruce.turns.commands import COMMANDS, help_text
 from channels.telegram.updates import ABOUT
 from tests.fakes.llm_server import Step
-from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.fakes.telegram_api import FakeTelegramAPI, render_html
 from tests.helpers import rows
 
 OWNER = 111
@@ -210,6 +210,16 @@ async def test_a_button_press_runs_the_tool_once(started, api, fake_llm, tmp_pat
     assert f"Done: files.write ran (request {rid})." in texts and texts[-1] == "Written."
     edited = api.calls_to("editMessageText")[-1]
     assert "reply_markup" not in edited or not edited["reply_markup"]
+    # the edit keeps the request's formatting (bold title, code spans, the preview's <pre>) and adds the outcome
+    assert edited["parse_mode"] == "HTML"
+    sent_text, sent_entities = render_html(asking["text"])
+    edit_text, edit_entities = render_html(edited["text"])
+    assert edit_text.startswith(sent_text + "\n\n")
+    assert edit_entities[:len(sent_entities)] == sent_entities
+    assert {e["type"] for e in sent_entities} >= {"bold", "code", "pre"}
+    assert edit_entities[len(sent_entities):] == [
+        {"type": "bold", "offset": len(sent_text) + 2, "length": len(edit_text) - len(sent_text) - 2}]
+    assert "&lt;" not in edited["text"]  # no tag of the request written out as text
 
     api.push_callback(OWNER, OWNER, f"approve:{rid}", message_id)  # a second press
     answers = await api.wait_for("answerCallbackQuery", count=3)

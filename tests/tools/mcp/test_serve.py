@@ -188,6 +188,29 @@ async def test_status_asks_the_running_daemon_over_its_console_socket(make_confi
     assert await mcp_status_on_daemon(config) is None  # the daemon is gone
 
 
+async def test_status_names_a_server_added_since_the_daemon_started_and_asks_for_a_restart(tmp_path, clock):
+    """The newcomer's case: the daemon runs, a server is added to the config, and `bruce mcp
+    status` showed an empty table with exit 0. Now it names the server and the restart."""
+    from bruce.config.loader import load_config
+
+    started = load_config(write_config(tmp_path), {})  # the daemon starts with no MCP server
+    app = await build_app(started, clock=clock, environ={}, extra_channels=[socket_console(started, clock)])
+    await app.start()
+    try:
+        config = write_config(tmp_path, mcp_servers={"fake": stdio_server(), "off": {**stdio_server(), "enabled": False}})
+        table = await asyncio.to_thread(run_status, config)
+        report = await asyncio.to_thread(run_status, config, "--json")
+    finally:
+        await app.stop()
+    assert table.returncode == 1, table.stderr
+    assert table.stdout.startswith("As the running daemon sees them:")
+    assert ("The config names 1 MCP server(s) the running daemon has not loaded: fake. It reads mcp_servers only "
+            "when it starts: restart it (sudo systemctl restart bruce, or stop `bruce run` and start it again) to "
+            "load them.") in " ".join(table.stdout.split())
+    assert report.returncode == 1
+    assert json.loads(report.stdout) == {"daemon": True, "servers": [], "not_loaded": ["fake"]}
+
+
 @pytest.mark.parametrize(("mcp_serve", "error"), [
     ({"conversation": "not a conversation"}, "mcp_serve.conversation"),
     ({"port": 70000}, "mcp_serve.port"),
