@@ -43,7 +43,9 @@ async def test_every_page_shows_the_owners_zone_and_utc_only_on_hover(app, admin
     await admin.post("/login", data={"token": TOKEN})
 
     pages = {path: await (await admin.get(path)).text()
-             for path in ("/logs", f"/logs/{item['id']}", "/llm", f"/turns/{item['turn_id']}", "/jobs", "/pairing")}
+             for path in ("/", "/logs", f"/logs/{item['id']}", "/llm", f"/turns/{item['turn_id']}", "/jobs",
+                          "/pairing")}
+    assert hover(pages["/"], f"2026-12-02 09:02 {ZONE}") == "2026-12-02T12:02:02+00:00 (UTC)"  # the overview's next job
     assert hover(pages["/logs"], f"2026-12-02 09:00:01 {ZONE}") == "2026-12-02T12:00:01+00:00 (UTC)"
     assert hover(pages[f"/logs/{item['id']}"], f"2026-12-02 09:00:01 {ZONE}") == "2026-12-02T12:00:01+00:00 (UTC)"
     assert f"2026-12-02 09:00:01 {ZONE}" in pages["/llm"] and f"2026-12-02 09:00:02 {ZONE}" in pages["/llm"]
