@@ -190,7 +190,8 @@ async def tool_server(config: Config, *, transport: str, redactor: Redactor | No
     redactor = redactor or Redactor(config.secrets())
     store = await Store.open(config.storage.path, clock, busy_timeout_ms=config.storage.busy_timeout_ms)
     try:
-        confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
+        confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor,
+                                      zone=config.assistant.zone)
         jobs = JobBook(store=store, clock=clock, zone=config.assistant.zone, admin_base_url=config.admin.base_url,
                        dedup_window_s=config.scheduler.dedup_window_s,
                        max_live_jobs=config.scheduler.max_active_jobs)
@@ -301,7 +302,8 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
     budget = Budget(store=store, clock=clock, zone=config.assistant.zone, daily_usd=config.llm.budget.daily_usd,
                     daily_tokens=config.llm.budget.daily_tokens)
     llm = LLMService(config.llm, store=store, clock=clock, environ=environ, budget=budget if budget.enabled else None)
-    confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor)
+    confirmations = Confirmations(store, clock, ttl_s=config.tools.confirmation_ttl_s, redactor=redactor,
+                                  zone=config.assistant.zone)
     jobs = JobBook(store=store, clock=clock, zone=config.assistant.zone, admin_base_url=config.admin.base_url,
                    dedup_window_s=config.scheduler.dedup_window_s, max_live_jobs=config.scheduler.max_active_jobs)
     memory = _memory(config, store, llm, clock)

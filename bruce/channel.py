@@ -114,6 +114,7 @@ class ConfirmationRequest:
     preview: str | None  # the dry-run preview, when the tool has one
     expires_at: datetime
     step_up: bool  # True: cannot be approved from chat; approve locally
+    expires_shown: str = ""  # ``expires_at`` as the owner reads it (``14:15 CET``, assistant.timezone); "": not shown
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +156,11 @@ class LocalInbound(Inbound, Protocol):
     page's chat): sending what waited for them while no terminal or page was there."""
 
     async def resend(self, conversation_id: ConversationId) -> None: ...
+
+    async def pending_requests(self, conversation_id: ConversationId) -> list[ConfirmationRequest]:
+        """The conversation's approval requests still waiting for a decision, as they were shown
+        (the web chat rebuilds their cards when a page opens)."""
+        ...
 
 
 class Operator(Protocol):

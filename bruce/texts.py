@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from bruce.clock import local_time
 from bruce.safe_text import visible
 from bruce.values import DecisionOutcome, ExecutionMode
 
@@ -151,22 +152,19 @@ def _spent(spend: Any) -> str:
 
 
 def budget_reached(spend: Any, zone: ZoneInfo) -> str:
-    reset = spend.resets_at.astimezone(zone)
     return (f"Today's LLM budget is used up ({_spent(spend)}), so I cannot answer with the model until "
-            f"{reset:%H:%M} ({zone.key}) on {reset:%a %Y-%m-%d}. The owner can raise today's budget once with "
+            f"{local_time(spend.resets_at, zone, weekday=True)}. The owner can raise today's budget once with "
             "`bruce budget allow --usd N`. Reminders still arrive.")
 
 
 def budget_warning(spend: Any, zone: ZoneInfo) -> str:
-    reset = spend.resets_at.astimezone(zone)
     return (f"Note: {int(spend.fraction * 100)}% of today's LLM budget is used ({_spent(spend)}). "
-            f"At 100% I stop using the model until {reset:%H:%M} ({zone.key}).")
+            f"At 100% I stop using the model until {local_time(spend.resets_at, zone, date=False)}.")
 
 
 def rate_limited(retry_at: datetime, zone: ZoneInfo) -> str:
-    local = retry_at.astimezone(zone)
     return (f"You are sending messages faster than I take them, so I am not reading them for now. "
-            f"Messages sent before {local:%H:%M:%S} ({zone.key}) are not answered; after that, write again.")
+            f"Messages sent before {local_time(retry_at, zone, date=False, seconds=True)} are not answered; after that, write again.")
 
 
 def job_missed(content: str, when: str, mode: ExecutionMode) -> str:
@@ -224,7 +222,7 @@ def your_id(channel: str, sender_id: str | None) -> str:
             "owner. Send /id to the bot on Telegram or Discord to learn your id there.")
 
 
-def memory_listing(facts: list[Any], summary: Any | None, *, limit: int = 50) -> str:
+def memory_listing(facts: list[Any], summary: Any | None, zone: ZoneInfo, *, limit: int = 50) -> str:
     """``/memory``: what Bruce remembers (active facts, newest first), and how to forget one."""
     if not facts and summary is None:
         return "I don't remember anything about you yet."
@@ -234,7 +232,8 @@ def memory_listing(facts: list[Any], summary: Any | None, *, limit: int = 50) ->
     if len(facts) > limit:
         lines.append(f"…and {len(facts) - limit} more (`bruce memory list` on the machine shows them all).")
     if summary is not None:
-        lines.append(f"Summary ({summary.period_start[:10]} to {summary.period_end[:10]}): {summary.content}")
+        lines.append(f"Summary ({local_time(summary.period_start, zone)} to {local_time(summary.period_end, zone)}): "
+                     f"{summary.content}")
     return "\n".join(lines)
 
 

@@ -154,6 +154,8 @@ class ConsoleChannel:
             f"  tool: {tool} (risk {risk})",
             f"  side effects: {visible(request.side_effects)}",
         ]
+        if request.expires_shown:
+            lines.append(f"  expires at {visible(request.expires_shown)}")
         if request.preview:
             preview = visible(request.preview).splitlines()
             lines.append("  preview:\n" + "\n".join("    " + line for line in preview))

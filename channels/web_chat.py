@@ -12,7 +12,11 @@ front of these routes, which the app assembly mounts (``routes``):
   ``tool_started`` (with the tool's ``activity`` label) / ``tool_finished``, ``delta`` (the
   answer's text as it streams), ``text`` (a reply), ``confirmation`` (Approve / Deny; none for a step-up request), ``file``;
 * ``POST /api/chat/decide`` ``{"id": "...", "approve": true}``: the same decision as a button
-  on Telegram (``inbound.decide``).
+  on Telegram (``inbound.decide``);
+* ``GET /api/chat/pending``: ``{"items": [...]}``, each approval request of the conversation
+  still waiting for a decision, as its ``confirmation`` event showed it (read from the store:
+  ``inbound.pending_requests``); the page rebuilds their cards when it opens, after a reload or
+  in another tab.
 
 With no browser listening, a reply cannot go out: it stays unsent (a permanent failure for
 now) and is sent when a page connects again (``inbound.resend``).
@@ -126,7 +130,7 @@ class WebChat:
         yield _Sink(self)
 
     async def send_confirmation(self, chat_id: str, request: ConfirmationRequest) -> None:
-        await self.broadcast({"type": "confirmation", **asdict(request), "expires_at": request.expires_at.isoformat()})
+        await self.broadcast(_card(request))
 
     async def send_file(self, chat_id: str, path: Path, caption: str | None = None) -> None:
         await self.broadcast({"type": "file", "name": path.name, "caption": caption})
@@ -141,7 +145,7 @@ class WebChat:
 
     def routes(self) -> list[web.RouteDef]:
         return [web.post("/api/chat/messages", self._message), web.get("/api/chat/events", self._events),
-                web.post("/api/chat/decide", self._decide)]
+                web.post("/api/chat/decide", self._decide), web.get("/api/chat/pending", self._pending)]
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
         try:
@@ -211,6 +215,17 @@ class WebChat:
         report = await inbound.decide(self.conversation_id, USER_ID, rid.strip(), approve)
         return web.json_response({"outcome": str(report.outcome), "text": report.text})
 
+    async def _pending(self, request: web.Request) -> web.Response:
+        inbound = self._inbound
+        if inbound is None:
+            return web.json_response({"error": "Bruce is stopping; try again after the restart"}, status=503)
+        try:
+            waiting = await inbound.pending_requests(self.conversation_id)
+        except StoreError as exc:
+            log.warning("web.store_failed", error=str(exc))
+            return web.json_response({"error": "the pending requests could not be read; reload the page"}, status=503)
+        return web.json_response({"items": [_card(r) for r in waiting]})
+
     async def _events(self, request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",
                                                "X-Accel-Buffering": "no"})
@@ -236,3 +251,8 @@ class WebChat:
         finally:
             self._pages.discard(page)
         return response
+
+
+def _card(request: ConfirmationRequest) -> dict[str, Any]:
+    """An approval request as the page builds its card (the event, and the pending listing)."""
+    return {"type": "confirmation", **asdict(request), "expires_at": request.expires_at.isoformat()}

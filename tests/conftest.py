@@ -87,7 +87,7 @@ async def admin(app):
     from tests.helpers import ADMIN_TOKEN
 
     server = AdminServer(store=app.store, clock=app.clock, token=ADMIN_TOKEN, host="127.0.0.1", port=0,
-                         health=app._health, jobs=app.jobs)
+                         health=app._health, jobs=app.jobs, zone=app.config.assistant.zone)
     client = TestClient(TestServer(server.app))
     await client.start_server()
     yield client

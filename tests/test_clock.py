@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
-from bruce.clock import Clock, SystemClock, parse_iso, utc_iso
+from bruce.clock import Clock, SystemClock, local_time, parse_iso, utc_iso, utc_title
 
 SAO_PAULO = timezone(timedelta(hours=-3))
 
@@ -41,3 +42,14 @@ async def test_system_clock_is_aware_utc_and_monotonic() -> None:
     first = clock.monotonic()
     await clock.sleep(0.01)
     assert clock.monotonic() - first >= 0.009
+
+
+def test_a_time_is_shown_in_the_owners_zone_with_the_zone_named() -> None:
+    moment = datetime(2026, 12, 5, 13, 5, 12, 123456, tzinfo=UTC)
+    assert local_time(moment, ZoneInfo("Europe/Berlin")) == "2026-12-05 14:05 CET"
+    assert local_time(moment, ZoneInfo("Europe/Berlin"), date=False) == "14:05 CET"
+    assert local_time("2026-12-05T13:05:12.123456+00:00", ZoneInfo("America/Sao_Paulo"), seconds=True) == \
+        "2026-12-05 10:05:12 -03 (America/Sao_Paulo)"  # an offset is no name: the key says which zone
+    assert local_time(moment, ZoneInfo("Asia/Tokyo"), weekday=True, key=True) == "Sat 2026-12-05 22:05 JST (Asia/Tokyo)"
+    assert local_time("2026-12-05T13:05:12", ZoneInfo("UTC")) == "2026-12-05 13:05 UTC"  # no offset: stored UTC
+    assert utc_title("2026-12-05T10:05:12.5-03:00") == "2026-12-05T13:05:12+00:00"  # to the second, on hover

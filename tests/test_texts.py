@@ -42,7 +42,7 @@ def test_interruption_notes_quote_a_long_message_shortened() -> None:
 def test_budget_reached_tells_the_local_reset_time_and_both_limits() -> None:
     line = texts.budget_reached(spend(usd=2.0, tokens=120_000, limit_usd=2.0, limit_tokens=100_000), SAO_PAULO)
     assert "($2.00 of $2.00, 120,000 of 100,000 tokens)" in line
-    assert "until 00:00 (America/Sao_Paulo) on Thu 2026-12-03" in line
+    assert "until Thu 2026-12-03 00:00 -03 (America/Sao_Paulo)." in line
     only_usd = texts.budget_reached(spend(usd=1.5, tokens=9, limit_usd=2.0, limit_tokens=None), SAO_PAULO)
     assert "($1.50 of $2.00)" in only_usd and "tokens" not in only_usd.split(")")[0]
 
@@ -50,12 +50,12 @@ def test_budget_reached_tells_the_local_reset_time_and_both_limits() -> None:
 def test_budget_warning_shows_the_share_used() -> None:
     line = texts.budget_warning(spend(usd=1.7, tokens=0, limit_usd=2.0, limit_tokens=None), SAO_PAULO)
     assert line.startswith("Note: 85% of today's LLM budget is used ($1.70 of $2.00).")
-    assert "until 00:00 (America/Sao_Paulo)" in line
+    assert "until 00:00 -03 (America/Sao_Paulo)." in line
 
 
 def test_rate_limited_gives_the_local_time_to_write_again() -> None:
     line = texts.rate_limited(datetime(2026, 12, 2, 12, 0, 30, tzinfo=UTC), SAO_PAULO)
-    assert "before 09:00:30 (America/Sao_Paulo) are not answered" in line
+    assert "before 09:00:30 -03 (America/Sao_Paulo) are not answered" in line
 
 
 def test_job_missed_names_the_kind_and_shortens_long_content() -> None:
@@ -86,17 +86,18 @@ class _Summary:
 
 
 def test_memory_listing_shows_newest_facts_first_and_counts_the_rest() -> None:
-    assert texts.memory_listing([], None) == "I don't remember anything about you yet."
+    assert texts.memory_listing([], None, SAO_PAULO) == "I don't remember anything about you yet."
     facts = [_Fact(1, "preference", "likes tea", "2026-12-01"), _Fact(2, "fact", "lives in Recife", "2026-12-02"),
              _Fact(3, "project", "writes a novel", "2026-11-30")]
-    listing = texts.memory_listing(facts, _Summary("talked about travel", "2026-11-01T00:00", "2026-11-30T23:59"),
-                                   limit=2)
+    listing = texts.memory_listing(facts, _Summary("talked about travel", "2026-11-01T12:00+00:00",
+                                                   "2026-11-30T23:59+00:00"), SAO_PAULO, limit=2)
     assert listing.splitlines() == [
         "What I remember (forget one with /forget ID):",
         "2. [fact] lives in Recife",
         "1. [preference] likes tea",
         "…and 1 more (`bruce memory list` on the machine shows them all).",
-        "Summary (2026-11-01 to 2026-11-30): talked about travel",
+        "Summary (2026-11-01 09:00 -03 (America/Sao_Paulo) to 2026-11-30 20:59 -03 (America/Sao_Paulo)): "
+        "talked about travel",  # in the owner's zone, named
     ]
 
 

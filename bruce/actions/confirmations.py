@@ -13,9 +13,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from bruce.channel import ConfirmationRequest
-from bruce.clock import Clock, parse_iso, utc_iso
+from bruce.clock import Clock, local_time, parse_iso, utc_iso
 from bruce.contracts import ToolContract
 from bruce.log import Redactor
 from bruce.records import ConfirmationRecord
@@ -67,7 +68,10 @@ def _summary(contract: ToolContract, arguments: dict[str, Any]) -> str:
 
 
 class Confirmations:
-    def __init__(self, store: Store, clock: Clock, *, ttl_s: float = 600.0, redactor: Redactor | None = None) -> None:
+    def __init__(self, store: Store, clock: Clock, *, ttl_s: float = 600.0, redactor: Redactor | None = None,
+                 zone: ZoneInfo | None = None) -> None:
+        """``zone``: the owner's (``assistant.timezone``), in which a request says when it expires."""
+        self._zone = zone or ZoneInfo("UTC")
         self._redactor = redactor or Redactor()
         self._store = store
         self._clock = clock
@@ -97,6 +101,7 @@ class Confirmations:
             preview=_with_notice(None if preview is None else _render_preview(preview), composed, self._redactor),
             expires_at=expires_at,
             step_up=step_up,
+            expires_shown=local_time(expires_at, self._zone, date=False),
         )
 
     async def decide_in_chat(self, confirmation_id: str, *, conversation_id: str, user_id: str, approve: bool) -> Decision:

@@ -75,9 +75,9 @@ class AdminServer:
         self.sessions = Sessions()
         self.logins = LoginLimiter()
         self._runner: web.AppRunner | None = None
-        self._templates = Templates()
+        self._templates = Templates(zone)
         page = self._templates.page
-        self._logs = LogPages(store.audit, page)
+        self._logs = LogPages(store.audit, page, zone=self._templates.zone)
         chat_routes = chat_routes or []
         files = MediaFiles(data_dir)
         zone = zone or ZoneInfo("UTC")

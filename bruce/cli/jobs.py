@@ -17,10 +17,9 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bruce.cli.existing_store import open_existing
-from bruce.clock import SystemClock, parse_iso
+from bruce.clock import SystemClock, local_time
 from bruce.config.schema import Config
 from bruce.jobs.book import JobBook, JobError, JobView
-from bruce.jobs.schedule import local_text
 from bruce.safe_text import visible, visible_json
 from bruce.store import Store
 
@@ -50,11 +49,11 @@ async def jobs_command(config: Config, args: argparse.Namespace, config_path: Pa
         book = JobBook(store=store, clock=SystemClock(), zone=config.assistant.zone,
                        admin_base_url=config.admin.base_url, max_live_jobs=config.scheduler.max_active_jobs)
         if args.jobs_command == "list":
-            return await _list(store, all_jobs=args.all, as_json=args.json)
+            return await _list(store, all_jobs=args.all, as_json=args.json, zone=config.assistant.zone)
         if not await _exists(store, args.id, changing=args.jobs_command != "show"):
             return 1
         if args.jobs_command == "show":
-            return await _show(store, book, args.id, as_json=args.json)
+            return await _show(store, book, args.id, as_json=args.json, zone=config.assistant.zone)
         return await _change(config, book, args.jobs_command, args.id)
     finally:
         await store.close()
@@ -67,7 +66,8 @@ def _record(view: JobView) -> dict[str, Any]:
             "created_at": j.created_at, "held_told_at": j.held_told_at}
 
 
-async def _list(store: Store, *, all_jobs: bool, as_json: bool) -> int:
+async def _list(store: Store, *, all_jobs: bool, as_json: bool, zone: ZoneInfo) -> int:
+    """Times in the owner's zone (``assistant.timezone``), as every page and table; a job's own zone is in its schedule."""
     views = [JobView(j) for j in await store.jobs.all(live_only=not all_jobs)]
     if as_json:
         print(visible_json([_record(v) for v in views]))
@@ -81,11 +81,15 @@ async def _list(store: Store, *, all_jobs: bool, as_json: bool) -> int:
         rows.append([visible(cell) for cell in (
             j.id, str(j.conversation_id), j.person, str(j.execution_mode),
             str(j.status) + (" untrusted" if j.untrusted else "") + (" (flagged)" if j.flagged else ""),
-            v.next_run_local or "-")] + [_cut(j.description, 40), _cut(j.content, 40)])
+            _when(j.next_run_at, zone))] + [_cut(j.description, 40), _cut(j.content, 40)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:  # plain columns, like ``bruce pairing list`` (no table library to install)
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     return 0
+
+
+def _when(moment: str | None, zone: ZoneInfo) -> str:
+    return "-" if moment is None else local_time(moment, zone, weekday=True)
 
 
 def _trust(untrusted: bool) -> str:
@@ -112,33 +116,31 @@ async def _exists(store: Store, job_id: str, *, changing: bool) -> bool:
     return False
 
 
-async def _show(store: Store, book: JobBook, job_id: str, *, as_json: bool) -> int:
+async def _show(store: Store, book: JobBook, job_id: str, *, as_json: bool, zone: ZoneInfo) -> int:
     try:
         job = await book.get(None, job_id)
     except JobError as exc:
         print(f"bruce: {visible(str(exc))}", file=sys.stderr)
         return 1
     runs = await store.jobs.runs(job.id)
-    zone = ZoneInfo(job.timezone)
     if as_json:
         print(visible_json({**_record(JobView(job)), "runs": [
             {"scheduled_for": r.scheduled_for, "status": str(r.status), "lateness_ms": r.lateness_ms,
              "error": r.error, "delivered_text": r.delivered_text, "turn_id": r.turn_id} for r in runs]}))
         return 0
-    view = JobView(job)
     for label, value in (("job", job.id), ("conversation", str(job.conversation_id)), ("person", job.person),
                          ("mode", str(job.execution_mode)),
                          ("status", str(job.status)), ("trust", _trust(job.untrusted)), ("schedule", job.description),
-                         ("next run", view.next_run_local or "-"), ("notify", str(job.notify)),
+                         ("next run", _when(job.next_run_at, zone)), ("notify", str(job.notify)),
                          ("failures in a row", str(job.failures)), ("flagged", job.flagged or "-"),
-                         ("created", local_text(parse_iso(job.created_at), zone)), ("content", job.content)):
+                         ("created", _when(job.created_at, zone)), ("content", job.content)):
         print(f"{label + ':':<19} {visible(value)}")
     print(f"runs (last {len(runs)}):" if runs else "runs: none yet")
     for r in runs:
         detail = r.error or (r.delivered_text or "")
         detail = _cut(detail, 60)
         late = f"{r.lateness_ms} ms late" if r.lateness_ms is not None else ""
-        print(f"  {local_text(parse_iso(r.scheduled_for), zone)}  {r.status}  {late}  {detail}".rstrip())
+        print(f"  {_when(r.scheduled_for, zone)}  {r.status}  {late}  {detail}".rstrip())
     return 0
 
 

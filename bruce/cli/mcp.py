@@ -13,11 +13,13 @@ import argparse
 import asyncio
 import sys
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from bruce.clock import local_time
 from bruce.config.schema import Config
 from bruce.errors import BruceError
 from bruce.safe_text import visible, visible_json
@@ -57,7 +59,7 @@ async def mcp_command(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         print(visible_json({"daemon": live, "servers": servers, "not_loaded": not_loaded}))
     else:
-        _table(servers, live)
+        _table(servers, live, config.assistant.zone)
         if not_loaded:
             print(visible(f"The config names {len(not_loaded)} MCP server(s) the running daemon has not loaded: "
                           f"{', '.join(not_loaded)}. It reads mcp_servers only when it starts: restart it "
@@ -106,15 +108,16 @@ def _shown(text: str) -> Text:
     return Text(visible(text))
 
 
-def _table(servers: list[dict[str, Any]], live: bool) -> None:
+def _table(servers: list[dict[str, Any]], live: bool, zone: ZoneInfo) -> None:
     console = Console(highlight=False, soft_wrap=True)
     console.print("As the running daemon sees them:" if live else
                   "No daemon is running; connected to each server just now:")
     table = Table(show_lines=False)
-    for column in ("server", "transport", "state", "since (UTC)", "last error", "tools"):
+    for column in ("server", "transport", "state", "since", "last error", "tools"):
         table.add_column(column, overflow="fold")
     for s in servers:
-        table.add_row(_shown(s["server"]), s["transport"], s["state"], s["since"][:19].replace("T", " "),
+        since = local_time(s["since"], zone, seconds=True) if s["since"] else "-"
+        table.add_row(_shown(s["server"]), s["transport"], s["state"], since,
                       _shown(s["last_error"] or "-"), str(len(s["tools"])))
     console.print(table)
     for s in servers:

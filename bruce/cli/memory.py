@@ -8,9 +8,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from bruce.cli.existing_store import open_existing
-from bruce.clock import SystemClock
+from bruce.clock import SystemClock, local_time
 from bruce.config.schema import Config
 from bruce.safe_text import visible, visible_json
 from bruce.store import Store
@@ -40,7 +41,7 @@ async def memory_command(config: Config, args: argparse.Namespace, config_path: 
         return 1
     try:
         if args.memory_command == "list":
-            return await _list(store, include_archived=args.all, as_json=args.json)
+            return await _list(store, include_archived=args.all, as_json=args.json, zone=config.assistant.zone)
         if args.memory_command == "export":
             return await _export(store, args.path)
         return await _forget(store, args.id, everything=args.all)
@@ -48,7 +49,7 @@ async def memory_command(config: Config, args: argparse.Namespace, config_path: 
         await store.close()
 
 
-async def _list(store: Store, *, include_archived: bool, as_json: bool) -> int:
+async def _list(store: Store, *, include_archived: bool, as_json: bool, zone: ZoneInfo) -> int:
     facts = await store.memory.facts(include_archived=include_archived)
     if as_json:
         print(visible_json([f.as_dict() for f in facts]))
@@ -59,7 +60,7 @@ async def _list(store: Store, *, include_archived: bool, as_json: bool) -> int:
     width = max(len(visible(f.person)) for f in facts)  # whose: 'owner' or a guest's '<channel>:<user id>'
     for f in facts:
         archived = "  (archived)" if f.status is FactStatus.ARCHIVED else ""
-        print(f"{f.id:>5}  {visible(f.person):<{width}}  {f.last_seen_at[:10]}  [{f.type}] "
+        print(f"{f.id:>5}  {visible(f.person):<{width}}  {local_time(f.last_seen_at, zone)}  [{f.type}] "
               f"{' '.join(visible(f.content).split())}{archived}")
     return 0
 

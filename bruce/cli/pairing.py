@@ -16,7 +16,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from bruce.cli.existing_store import open_existing
-from bruce.clock import SystemClock, parse_iso
+from bruce.clock import SystemClock, local_time, parse_iso
 from bruce.config.schema import Config
 from bruce.records import PairingRequestRecord
 from bruce.runtime.access import AccessSettings
@@ -63,7 +63,7 @@ def _list(requests: list[PairingRequestRecord], zone: ZoneInfo, now: datetime) -
         expires = parse_iso(r.expires_at)
         minutes = max(int((expires - now).total_seconds() // 60), 0)
         rows.append([visible(r.code), visible(r.channel), visible(r.sender_id), visible(r.display_name or "-"),
-                     f"{expires.astimezone(zone):%Y-%m-%d %H:%M} (in {minutes} min)"])
+                     f"{local_time(expires, zone)} (in {minutes} min)"])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bruce.cli.existing_store import open_existing
-from bruce.clock import SystemClock
+from bruce.clock import SystemClock, local_time
 from bruce.config.schema import Config
 from bruce.llm.budget import Budget
 from bruce.llm.usage import usage_by_day
@@ -104,12 +104,11 @@ async def budget_command(config: Config, args: argparse.Namespace, config_path: 
     if args.budget_command == "allow":
         print(f"raised today's budget: {', '.join(limits)}")
         return 0
-    reset = spend.resets_at.astimezone(zone)
     print(f"today ({spend.day}, {zone.key}): {spend.calls} model calls, {spend.tokens:,} tokens, ${spend.usd:.4f}")
     if not limits:
         print("no daily budget (llm.budget.daily_usd and daily_tokens are null)")
         return 0
     state = "spent: chat turns and agent jobs wait" if spend.fraction >= 1 else (
         "background calls stopped" if spend.fraction >= 0.9 else "ok")
-    print(f"budget: {', '.join(limits)} ({spend.fraction:.0%}; {state}); resets {reset:%Y-%m-%d %H:%M}")
+    print(f"budget: {', '.join(limits)} ({spend.fraction:.0%}; {state}); resets {local_time(spend.resets_at, zone)}")
     return 0

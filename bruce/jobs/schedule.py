@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from apscheduler.triggers.cron import CronTrigger
 from cron_descriptor import Options, get_description
 
-from bruce.clock import parse_iso, utc_iso
+from bruce.clock import local_time, parse_iso, utc_iso
 
 __all__ = ["Schedule", "ScheduleError", "parse_schedule", "SCHEDULE_FIELDS", "zone_named", "local_text"]
 
@@ -83,8 +83,7 @@ def zone_named(name: str) -> ZoneInfo:
 
 def local_text(moment: datetime, zone: ZoneInfo) -> str:
     """An instant as the user reads it: ``Tue 2026-12-08 09:00 -03 (America/Sao_Paulo)``."""
-    local = moment.astimezone(zone)
-    return f"{local:%a %Y-%m-%d %H:%M} {local.tzname()} ({zone.key})"
+    return local_time(moment, zone, weekday=True, key=True)
 
 
 def parse_schedule(args: dict[str, Any], *, now: datetime, default_zone: ZoneInfo) -> Schedule:

@@ -79,4 +79,5 @@ def read_confirmation(event: dict[str, Any]) -> ConfirmationRequest:
         id=str(event["id"]), tool_name=str(event["tool_name"]), risk=str(event["risk"]),
         summary=str(event["summary"]), side_effects=str(event["side_effects"]),
         preview=None if event.get("preview") is None else str(event["preview"]),
-        expires_at=datetime.fromisoformat(str(event["expires_at"])), step_up=bool(event["step_up"]))
+        expires_at=datetime.fromisoformat(str(event["expires_at"])), step_up=bool(event["step_up"]),
+        expires_shown=str(event.get("expires_shown") or ""))

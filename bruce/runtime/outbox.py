@@ -91,6 +91,11 @@ class Outbox:
         await self.flush(conversation_id)
         return reply_id
 
+    async def pending_requests(self, conversation_id: ConversationId) -> list[ConfirmationRequest]:
+        """The conversation's approval requests still waiting for a decision, as they were shown."""
+        rows = await self._outbound.pending_confirmations(str(conversation_id), now=utc_iso(self._clock.now()))
+        return [_confirmation(_payload(row)) for row in rows]
+
     async def post_confirmation(self, conversation_id: ConversationId, request: ConfirmationRequest) -> int:
         """Store an approval request with what its buttons need, then send it after what was queued before."""
         row_id = await asyncio.shield(self._outbound.add(
@@ -249,7 +254,8 @@ def _payload(message: StoredMessage) -> dict[str, Any]:
 def _confirmation_json(request: ConfirmationRequest) -> str:
     return json.dumps({"id": request.id, "tool_name": request.tool_name, "risk": request.risk,
                        "summary": request.summary, "side_effects": request.side_effects, "preview": request.preview,
-                       "expires_at": utc_iso(request.expires_at), "step_up": request.step_up})
+                       "expires_at": utc_iso(request.expires_at), "step_up": request.step_up,
+                       "expires_shown": request.expires_shown})
 
 
 def _confirmation(payload: dict[str, Any]) -> ConfirmationRequest:
@@ -258,4 +264,4 @@ def _confirmation(payload: dict[str, Any]) -> ConfirmationRequest:
         id=str(payload["id"]), tool_name=str(payload["tool_name"]), risk=str(payload["risk"]),
         summary=str(payload["summary"]), side_effects=str(payload["side_effects"]),
         preview=None if preview is None else str(preview), expires_at=parse_iso(str(payload["expires_at"])),
-        step_up=bool(payload["step_up"]))
+        step_up=bool(payload["step_up"]), expires_shown=str(payload.get("expires_shown") or ""))

@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 import structlog
 
 from bruce.actions.confirmations import Confirmations
-from bruce.clock import Clock, parse_iso
+from bruce.clock import Clock, local_time, parse_iso
 from bruce.records import ActedTool, StoredMessage, UnfinishedTool
 from bruce.runtime.outbox import Outbox
 from bruce.store import Store
@@ -113,8 +113,7 @@ class Recovery:
         return to_answer
 
     async def _expire(self, message: StoredMessage) -> None:
-        local = parse_iso(message.created_at).astimezone(self._zone)
-        notice = expired_while_offline(f"{local:%Y-%m-%d %H:%M}", message.text)
+        notice = expired_while_offline(local_time(message.created_at, self._zone), message.text)
         log.info("recovery.expired", message_id=message.id)
         await self._outbox.post(ConversationId.parse(message.conversation_id), notice, kind=MessageKind.NOTICE, inbound_id=message.id,
                                 inbound_status=MessageStatus.EXPIRED)

@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 import structlog
 
 from bruce.actions.confirmations import Confirmations, PendingAction
-from bruce.channel import DecisionReport, IncomingMessage, LocalDecision
+from bruce.channel import ConfirmationRequest, DecisionReport, IncomingMessage, LocalDecision
 from bruce.clock import Clock, utc_iso
 from bruce.errors import ShuttingDown, StoreError
 from bruce.limits import Admission, RateLimiter
@@ -186,6 +186,10 @@ class Worker:
     async def resend(self, conversation_id: ConversationId) -> None:
         """Send what is stored and unsent for the conversation (a terminal attached again)."""
         self._spawn(self._outbox.flush(conversation_id), f"outbox:{conversation_id}")
+
+    async def pending_requests(self, conversation_id: ConversationId) -> list[ConfirmationRequest]:
+        """The conversation's approval requests still waiting for a decision (a page opened again)."""
+        return await self._outbox.pending_requests(conversation_id)
 
     # the scheduler's doors -------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from bruce.values import MessageKind, MessageStatus, PayloadKind
 __all__ = ["OutboundStore", "insert_outbound"]
 
 _UNSENT = "direction = 'out' AND status IN ('pending', 'unsent')"
+_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
 
 
 def insert_outbound(
@@ -60,6 +61,17 @@ class OutboundStore:
         rows = await self._db.rows(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND {_UNSENT} ORDER BY id",
             (conversation_id,),
+        )
+        return [from_row(StoredMessage, r) for r in rows]
+
+    async def pending_confirmations(self, conversation_id: str, *, now: str) -> list[StoredMessage]:
+        """The approval requests of this conversation still waiting for a decision (pending, not
+        expired at ``now``), oldest first: what a page opened again shows as cards."""
+        rows = await self._db.rows(
+            f"SELECT {_M_COLUMNS} FROM pending_confirmations c JOIN messages m ON m.conversation_id = c.conversation_id"
+            " AND m.direction = 'out' AND m.payload_kind = 'confirmation' AND json_extract(m.payload, '$.id') = c.id"
+            " WHERE c.conversation_id = ? AND c.status = 'pending' AND c.expires_at > ? ORDER BY m.id",
+            (conversation_id, now),
         )
         return [from_row(StoredMessage, r) for r in rows]
 

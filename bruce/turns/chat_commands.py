@@ -90,7 +90,7 @@ class ChatCommands:
             return "Long-term memory is not available here."
         if command.name is CommandName.MEMORY:
             return memory_listing(await self._store.memory.facts(include_archived=False, person=person),
-                                  await self._store.memory.latest_summary(person=person))
+                                  await self._store.memory.latest_summary(person=person), self._zone)
         if command.confirmation_id is None:
             return "Usage: /forget ID (the number /memory shows before a fact)."
         fact = await self._memory.fact(int(command.confirmation_id), person)

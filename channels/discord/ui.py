@@ -54,6 +54,8 @@ def approval_text(request: ConfirmationRequest) -> str:
     escape = discord.utils.escape_markdown
     lines = [f"**Approval needed** (request `{request.id}`)", escape(request.summary[:400]),
              f"Tool: `{request.tool_name}` (risk {request.risk})", f"Side effects: {escape(request.side_effects[:300])}"]
+    if request.expires_shown:
+        lines.append(f"Expires at {escape(request.expires_shown)}.")
     if request.step_up:
         lines.append(f"This needs the owner's approval on the machine: run `bruce approve {request.id}` there.")
     if request.preview:

@@ -243,6 +243,8 @@ class TelegramChannel:
                  html.escape(request.summary),
                  f"Tool: <code>{html.escape(request.tool_name)}</code> (risk {html.escape(request.risk)})",
                  f"Side effects: {html.escape(request.side_effects)}"]
+        if request.expires_shown:
+            lines.append(f"Expires at {html.escape(request.expires_shown)}.")
         if request.preview:
             lines.append(f"<pre>{html.escape(request.preview[:2500])}</pre>")
         buttons = [("Deny", f"deny:{request.id}")]

@@ -62,14 +62,15 @@ async def test_the_approval_prompt_is_built_only_from_escaped_text(console):
     request = ConfirmationRequest(
         id="ab12cd34", tool_name="files.write" + FORGED, risk="high\x1b[1A", summary="write todo.md" + FORGED,
         side_effects="writes\x1b[2K", preview="--- a/todo.md\n+++ b/todo.md\n+" + FORGED + "\n+Type /approve ab12cd34",
-        expires_at=datetime(2026, 12, 2, tzinfo=UTC), step_up=False)
+        expires_at=datetime(2026, 12, 2, tzinfo=UTC), step_up=False, expires_shown="21:00 -03 (America/Sao_Paulo)\x1b[2K")
     await channel.send_confirmation("local", request)
     text = out.getvalue()
     assert raw_controls(text) == []
     lines = text.splitlines()
     assert lines[0].startswith("[approval needed] write todo.md^[[2K^[[1A")
     assert lines[-1] == "  Type /approve ab12cd34 or /deny ab12cd34"
-    assert all(line.startswith("    ") for line in lines[4:-1])  # the preview stays indented, under the prompt
+    assert lines[3] == "  expires at 21:00 -03 (America/Sao_Paulo)^[[2K"  # the owner's zone
+    assert all(line.startswith("    ") for line in lines[5:-1])  # the preview stays indented, under the prompt
 
 
 @pytest.fixture

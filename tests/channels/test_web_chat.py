@@ -98,6 +98,30 @@ async def test_a_confirmation_is_decided_from_the_page(web, fake_llm, tmp_path):
     stream.close()
 
 
+async def test_the_pending_requests_are_listed_until_decided_or_expired(web, fake_llm, clock):
+    app, client = web
+    assert (await (await client.get("/api/chat/pending", headers=BEARER)).json()) == {"items": []}
+    stream = await client.get("/api/chat/events", headers=BEARER)
+    for name in ("a.md", "b.md"):
+        fake_llm.add(Step.tool_calls(("files_write", {"path": name, "content": "milk\n"})), Step.text("Approve?"))
+        await client.post("/api/chat/messages", json={"text": f"write {name}"}, headers=BEARER)
+        await events_until(stream, "confirmation")
+        await app.worker.wait_idle()
+    stream.close()
+    listed = (await (await client.get("/api/chat/pending", headers=BEARER)).json())["items"]
+    assert [(r["type"], r["tool_name"], r["step_up"]) for r in listed] == [("confirmation", "files.write", False)] * 2
+    assert '"path": "a.md"' in listed[0]["summary"] and '"path": "b.md"' in listed[1]["summary"]  # as shown, in order
+    assert listed[0]["expires_shown"] == "09:10 -03 (America/Sao_Paulo)"  # ten minutes, in the owner's zone
+    denied = await client.post("/api/chat/decide", json={"id": listed[0]["id"], "approve": False}, headers=BEARER)
+    assert (await denied.json())["outcome"] == "denied"
+    await app.worker.wait_idle()
+    assert [r["id"] for r in (await (await client.get("/api/chat/pending", headers=BEARER)).json())["items"]] == \
+        [listed[1]["id"]]
+    clock.advance(minutes=11)  # past the request's ten minutes
+    assert (await (await client.get("/api/chat/pending", headers=BEARER)).json()) == {"items": []}
+    assert (await client.get("/api/chat/pending")).status == 401  # behind the admin token, as every route
+
+
 async def test_a_reply_made_with_no_page_open_arrives_when_one_opens(web, fake_llm):
     app, client = web
     fake_llm.add(Step.text("You were away; here it is."))

@@ -61,6 +61,20 @@ async def test_list_shows_every_conversations_jobs_with_the_next_run_in_local_ti
     assert listed[briefing.id]["execution_mode"] == "agent" and listed[briefing.id]["status"] == "active"
 
 
+async def test_a_job_in_another_zone_is_listed_in_the_owners_with_its_own_zone_in_the_schedule(app, bruce, capsys):
+    lisbon = (await app.jobs.create(ConversationId("test", "c1"), {"execution_mode": "message", "content": "Call Rui",
+                                                                  "cron": "0 9 * * *", "timezone": "Europe/Lisbon"})).job
+    await app.store.jobs.claim_run(lisbon.id, "2026-12-01T09:00:00.000000+00:00", lateness_ms=0)
+    code, out, _ = await bruce(capsys, "list")
+    assert code == 0 and "Thu 2026-12-03 06:00 -03 (America/Sao_Paulo)" in out  # 09:00 in Lisbon is 09:00 UTC
+    code, out, _ = await bruce(capsys, "show", lisbon.id)
+    shown = dict(line.split(":", 1) for line in out.splitlines() if not line.startswith(" ") and ":" in line)
+    assert shown["next run"].strip() == "Thu 2026-12-03 06:00 -03 (America/Sao_Paulo)"
+    assert shown["created"].strip() == "Wed 2026-12-02 09:00 -03 (America/Sao_Paulo)"
+    assert "(Europe/Lisbon)" in shown["schedule"]  # the job's own zone, where its schedule is read
+    assert "  Tue 2026-12-01 06:00 -03 (America/Sao_Paulo)  running" in out  # a run, in the owner's zone too
+
+
 async def test_list_shows_whose_each_job_is(app, bruce, capsys):
     reminder, _ = await two_jobs(app)
     guests = (await app.jobs.create(ConversationId("test", "c1"), {"execution_mode": "message", "content": "Feed cat",

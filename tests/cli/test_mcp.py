@@ -5,6 +5,7 @@ daemon, and serving: tests/tools/mcp/test_serve.py.)"""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from tests.tools.mcp.test_bridge import stdio_server
 
 def write_config(tmp_path: Path, mcp_servers: dict[str, Any] | None = None) -> Path:
     path = tmp_path / "config.yml"
-    data: dict[str, Any] = {"storage": {"path": str(tmp_path / "bruce.db")},
+    data: dict[str, Any] = {"storage": {"path": str(tmp_path / "bruce.db")}, "assistant": {"timezone": "Asia/Tokyo"},
                             "console": {"socket_path": str(tmp_path / "bruce.sock")}}  # no daemon listens there
     if mcp_servers is not None:
         data["mcp_servers"] = mcp_servers
@@ -61,6 +62,7 @@ def test_status_exits_1_while_an_enabled_server_is_not_ready(capsys: pytest.Capt
     assert code == 1
     assert out.startswith("No daemon is running; connected to each server just now:")
     assert "mcp.fake.echo  risk low  (the model sees mcp_fake_echo)" in out
+    assert re.search(r"\d\d:\d\d:\d\d JST", out) and "UTC" not in out  # since: the owner's zone, named
     code, out, _ = bruce(capsys, config, "status", "--json")
     report = json.loads(out)
     assert report["daemon"] is False

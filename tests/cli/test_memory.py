@@ -74,7 +74,8 @@ def test_list_shows_each_fact_on_one_line(capsys: pytest.CaptureFixture[str], co
     assert code == 0
     lines = out.splitlines()
     assert len(lines) == 2
-    assert lines[0].endswith("2026-12-02  [fact] Daughter is Ana") and lines[0].split()[0] == str(facts[0])
+    assert lines[0].endswith("2026-12-02 09:00 -03 (America/Sao_Paulo)  [fact] Daughter is Ana")  # the owner's zone
+    assert lines[0].split()[0] == str(facts[0])
     assert lines[1].endswith("[preference] Likes green tea")
     code, out, _ = bruce(capsys, config, "list", "--json")
     assert [(f["id"], f["type"], f["content"]) for f in json.loads(out)] == [

@@ -116,7 +116,8 @@ async def test_an_approved_sender_is_answered_and_a_revoked_one_is_a_stranger_ag
     assert status == 0
     header, line = out.splitlines()
     assert header.split() == ["CODE", "CHANNEL", "SENDER", "ID", "NAME", "EXPIRES"]
-    assert line.split() == [code, "telegram", "555", "Ana", "2026-12-02", "10:00", "(in", "60", "min)"]
+    assert line.split() == [code, "telegram", "555", "Ana", "2026-12-02", "10:00", "-03", "(America/Sao_Paulo)", "(in", "60",
+                            "min)"]
 
     assert await bruce(capsys, "approve", code.lower()) == (0, "paired: telegram user 555 (Ana); Bruce answers their "
                                                                "next message\n", "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 from bruce.cli.usage import budget_command, usage_command
 from bruce.clock import SystemClock
@@ -33,3 +34,13 @@ async def test_an_empty_database_has_no_calls_and_no_budget(make_config, capsys)
 async def test_days_out_of_range_is_refused_before_the_database_is_opened(make_config, capsys):
     assert await usage_command(make_config(), argparse.Namespace(days=0, json=False)) == 2
     assert capsys.readouterr().err == "bruce: --days must be between 1 and 3660\n"
+
+
+async def test_the_budget_resets_at_local_midnight_named(make_config, capsys):
+    config = make_config(llm={"budget": {"daily_usd": 2.0}})
+    await (await Store.open(config.storage.path, SystemClock())).close()
+    capsys.readouterr()
+    assert await budget_command(config, argparse.Namespace(budget_command="status")) == 0
+    last = capsys.readouterr().out.splitlines()[-1]  # the owner's midnight (assistant.timezone), the zone named
+    assert re.fullmatch(r"budget: \$0\.0000 of \$2\.00 \(0%; ok\); resets \d{4}-\d\d-\d\d 00:00 -03 "
+                        r"\(America/Sao_Paulo\)", last), last

@@ -42,7 +42,7 @@ async def test_at_the_budget_a_turn_gets_the_notice_and_no_model_call_until_loca
     assert chat_requests(fake_llm) == 2  # no model call
     notice = channel.texts()[-1]
     assert notice.startswith("Today's LLM budget is used up (100 of 100 tokens)")
-    assert "until 00:00 (America/Sao_Paulo) on Thu 2026-12-03" in notice and "bruce budget allow" in notice
+    assert "until Thu 2026-12-03 00:00 -03 (America/Sao_Paulo)." in notice and "bruce budget allow" in notice
     (three,) = await rows(app, "SELECT status FROM messages WHERE text = 'three'")
     assert three["status"] == "done"  # answered with the notice, never later by the model
     clock.set(datetime(2026, 12, 3, 2, 59, tzinfo=UTC))  # 23:59 in São Paulo: still today
@@ -63,7 +63,7 @@ async def test_the_80_percent_notice_comes_once(app_factory, fake_llm, channel):
     await say(app, "four")  # 120 %: already told (and the next turn gets the budget notice)
     warnings = [t for t in channel.texts() if t.startswith("Note:")]
     assert warnings == ["Note: 90% of today's LLM budget is used (900 of 1,000 tokens). At 100% I stop using the "
-                        "model until 00:00 (America/Sao_Paulo)."]
+                        "model until 00:00 -03 (America/Sao_Paulo)."]
     await say(app, "five")
     assert len([t for t in channel.texts() if t.startswith("Note:")]) == 1
     assert channel.texts()[-1].startswith("Today's LLM budget is used up")

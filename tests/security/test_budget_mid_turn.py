@@ -15,8 +15,8 @@ from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
 
 CID = ConversationId("test", "c1")
-NOTICE = ("Today's LLM budget is used up (1,050 of 1,000 tokens), so I cannot answer with the model until 00:00 "
-          "(America/Sao_Paulo) on Thu 2026-12-03. The owner can raise today's budget once with "
+NOTICE = ("Today's LLM budget is used up (1,050 of 1,000 tokens), so I cannot answer with the model until "
+          "Thu 2026-12-03 00:00 -03 (America/Sao_Paulo). The owner can raise today's budget once with "
           "`bruce budget allow --usd N`. Reminders still arrive.")
 
 

@@ -35,7 +35,8 @@ class JobPages:
         shown = []
         for job in await self._jobs.all(live_only=False):
             runs = await self._jobs.runs(job.id, limit=LAST_RUNS)
-            shown.append({**JobView(job).as_dict(), "conversation_id": job.conversation_id, "person": job.person,
+            shown.append({**JobView(job).as_dict(), "next_run_at": job.next_run_at,
+                          "conversation_id": job.conversation_id, "person": job.person,
                           "last_runs": [{"scheduled_for": r.scheduled_for, "status": str(r.status),
                                          "lateness_ms": r.lateness_ms, "error": r.error} for r in runs]})
         return shown

@@ -2,7 +2,8 @@
 live) and ``/logs/ID`` (one execution, pretty-printed). JSON: ``GET /api/tool-executions`` (the
 filters ``tool``, ``status``, ``conversation``, ``source``, ``since``, ``until``, ``limit``,
 ``cursor``; answer ``{"items": [...], "next_cursor": ...}``), ``/api/tool-executions/ID``, and
-``/api/tool-executions/events`` (server-sent events). A bad filter is a 400 naming it."""
+``/api/tool-executions/events`` (server-sent events; each also carries ``started_local``, the
+time as the page shows it, and ``started_utc``). A bad filter is a 400 naming it."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
+from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
 from bruce.admin.pages.listing import MAX_LIMIT, BadRequest, one_page, parse_filters
 from bruce.admin.pages.rendering import Page
+from bruce.clock import local_time, utc_title
 from bruce.records import StoredToolExecution, from_json
 from bruce.store.audit import AuditStore
 from bruce.values import ToolStatus, TurnSource
@@ -36,9 +39,10 @@ def execution_item(row: StoredToolExecution) -> dict[str, Any]:
 
 
 class LogPages:
-    def __init__(self, audit: AuditStore, page: Page, *, poll_s: float = 1.0) -> None:
+    def __init__(self, audit: AuditStore, page: Page, *, poll_s: float = 1.0, zone: ZoneInfo | None = None) -> None:
         self._audit = audit
         self._page = page
+        self.zone = zone or ZoneInfo("UTC")  # the live rows' times, as the page's
         self.poll_s = poll_s  # how often the live log looks for new rows
 
     def routes(self) -> list[web.RouteDef]:
@@ -100,7 +104,9 @@ class LogPages:
                                                      after_id=last)
             for row in sorted(rows, key=lambda r: r.id):
                 last = max(last, row.id)
-                await response.write(f"data: {json.dumps(execution_item(row), ensure_ascii=False)}\n\n".encode())
+                shown = {**execution_item(row), "started_local": local_time(row.created_at, self.zone, seconds=True),
+                         "started_utc": utc_title(row.created_at)}  # as the page's rows show it
+                await response.write(f"data: {json.dumps(shown, ensure_ascii=False)}\n\n".encode())
             if not rows:
                 await response.write(b": waiting\n\n")
             await asyncio.sleep(self.poll_s)

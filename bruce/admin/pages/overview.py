@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 from aiohttp import web
 
 from bruce.admin.pages.rendering import Page
-from bruce.clock import Clock, parse_iso, utc_iso
+from bruce.clock import Clock, local_time, parse_iso, utc_iso
 from bruce.errors import StoreError
 from bruce.llm.budget import Budget
 from bruce.store.overview import OverviewStore
@@ -44,13 +44,9 @@ def local_days(now: datetime, zone: ZoneInfo, days: int) -> tuple[list[datetime]
 
 
 def local_text(stamp: str | None, zone: ZoneInfo) -> str:
-    """A stored time as the owner reads it, the zone named: ``2026-12-05 14:03 CET`` (the zone's
-    key where its abbreviation is only an offset: ``America/Sao_Paulo``); "-" for none."""
-    if not stamp:
-        return "-"
-    moment = parse_iso(stamp).astimezone(zone)
-    abbreviation = moment.strftime("%Z")
-    return f"{moment:%Y-%m-%d %H:%M} {abbreviation if abbreviation.isalpha() else zone.key}"
+    """A stored time as the owner reads it, the zone named (``bruce.clock.local_time``, as every
+    page): ``2026-12-05 14:03 CET``, ``2026-12-05 08:00 -03 (America/Sao_Paulo)``; "-" for none."""
+    return local_time(stamp, zone) if stamp else "-"
 
 
 def _when(stamp: str | None, zone: ZoneInfo) -> dict[str, str | None]:

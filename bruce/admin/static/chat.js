@@ -65,12 +65,21 @@
   }
 
   function confirmation(event) {
+    if (Array.from(log.querySelectorAll(".msg.confirmation")).some(function (b) { return b.dataset.id === event.id; })) {
+      return;  // already shown (rebuilt from the pending list, and sent again)
+    }
     const box = document.createElement("div");
     box.className = "msg confirmation";
     box.dataset.id = event.id;
     const text = document.createElement("p");
     text.textContent = event.summary + (event.preview ? "\n" + event.preview : "");
     box.appendChild(text);
+    if (event.expires_shown) {
+      const expires = document.createElement("p");
+      expires.className = "expires";
+      expires.textContent = "Expires at " + event.expires_shown + ".";
+      box.appendChild(expires);
+    }
     if (event.step_up) {
       const note = document.createElement("p");
       note.textContent = "Only the owner can approve this, on the machine: bruce approve " + event.id;
@@ -91,6 +100,13 @@
     log.appendChild(box);
     log.scrollTop = log.scrollHeight;
   }
+
+  // The requests still waiting for a decision, after a reload or in another tab: their cards again.
+  fetch("/api/chat/pending", {credentials: "same-origin"}).then(function (response) {
+    return response.ok ? response.json() : {items: []};
+  }).then(function (answer) { (answer.items || []).forEach(confirmation); }).catch(function () {
+    say("The requests waiting for your decision could not be loaded; reload the page.");
+  });
 
   const events = new EventSource("/api/chat/events");
   events.onmessage = function (message) {

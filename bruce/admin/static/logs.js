@@ -16,7 +16,11 @@
     const when = document.createElement("td");
     const link = document.createElement("a");
     link.href = "/logs/" + item.id;
-    link.textContent = item.started_at.slice(0, 19).replace("T", " ");
+    const time = document.createElement("time");  // as the server renders it: local, the zone named; UTC on hover
+    time.dateTime = item.started_utc;
+    time.title = item.started_utc + " (UTC)";
+    time.textContent = item.started_local;
+    link.appendChild(time);
     when.appendChild(link);
     row.appendChild(when);
     [item.tool_name, item.status, item.risk || "-", item.source, item.conversation_id || "-",

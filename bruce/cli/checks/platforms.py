@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bruce.cli.checks.findings import Finding, Mark, fill, named, variable
+from bruce.clock import local_time
 from bruce.config.schema import ChannelSection, Config
 
 __all__ = ["DISCORD_API", "TELEGRAM_API", "check_channels", "check_daemon", "check_mcp"]
@@ -103,7 +104,8 @@ async def check_daemon(config: Config) -> list[Finding]:
             found.append(Finding(Mark.WARN, f"{name}: nothing received from the platform yet",
                                  "check the daemon's log (telegram.poll_failed, telegram.conflict)"))
         else:
-            found.append(Finding(Mark.OK, f"{name}: last received from the platform at {when}"))
+            found.append(Finding(Mark.OK, f"{name}: last received from the platform at "
+                                             f"{local_time(when, config.assistant.zone, seconds=True)}"))
     return found
 
 

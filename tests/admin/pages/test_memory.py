@@ -38,7 +38,9 @@ async def test_the_page_lists_facts_newest_first_and_summaries(app, admin):
     assert "Daughter is Ana" in html and "Likes green tea" in html and "preference" in html
     assert html.index("Likes green tea") < html.index("Daughter is Ana")  # newest first
     assert f'action="/memory/{ana.id}/forget"' in html and f'action="/memory/{tea.id}/forget"' in html
-    assert "The owner&#39;s family: a daughter, Ana." in html and "2026-12-01 00:00" in html
+    assert "The owner&#39;s family: a daughter, Ana." in html
+    assert ('<time datetime="2026-12-01T00:00:00+00:00" title="2026-12-01T00:00:00+00:00 (UTC)">'
+            "2026-11-30 21:00 -03 (America/Sao_Paulo)</time>") in html  # the owner's zone; UTC on hover
     assert "No remembered facts." not in html
 
     body = await (await admin.get("/api/memory", headers=BEARER)).json()

@@ -44,7 +44,7 @@ async def test_the_overview_shows_today_upcoming_jobs_health_and_the_last_failur
     assert a["tool_runs"]["ok"]["today"] == 1 and a["llm_calls"]["today"] == 3 and a["tokens"]["today"] > 0
     assert a["turns_ok"]["week_mean"] == 0  # nothing in the 7 days before today
     (job,) = found["jobs"]
-    assert job["description"] and job["next_run"]["local"].endswith(" 08:00 America/Sao_Paulo")  # São Paulo's zone, named
+    assert job["description"] and job["next_run"]["local"].endswith(" 08:00 -03 (America/Sao_Paulo)")  # São Paulo's zone, named
     assert job["next_run"]["at"].endswith("-03:00")  # the API: ISO 8601 with the offset
     assert found["health"]["database"] == "ok"
     assert [c["name"] for c in found["health"]["channels"]] == ["test"]
@@ -135,10 +135,10 @@ async def test_a_pending_approval_links_to_its_turn_and_each_mcp_server_shows_it
         await say(app, "note: milk")
         found = await (await client.get("/api/overview", headers=BEARER)).json()
         (approval,) = found["approvals"]
-        assert approval["tool_name"] == "files.write" and approval["expires"]["local"].endswith("America/Sao_Paulo")
+        assert approval["tool_name"] == "files.write" and approval["expires"]["local"].endswith("-03 (America/Sao_Paulo)")
         assert found["health"]["mcp"] == [{"server": "github", "state": "ready"}, {"server": "notes", "state": "failed"}]
         telegram = next(c for c in found["health"]["channels"] if c["name"] == "telegram")
-        assert telegram["last_receive"]["local"] == "2026-12-02 08:58 America/Sao_Paulo"
+        assert telegram["last_receive"]["local"] == "2026-12-02 08:58 -03 (America/Sao_Paulo)"
         assert telegram["last_send"]["local"] == "-"
         html = await (await client.get("/", headers=BEARER)).text()
         assert f'<a href="/turns/{approval["turn_id"]}">files.write</a>' in html

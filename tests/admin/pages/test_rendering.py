@@ -3,6 +3,8 @@ the session's CSRF token when the gate found one (none otherwise), and a redirec
 
 from __future__ import annotations
 
+from zoneinfo import ZoneInfo
+
 from aiohttp.test_utils import make_mocked_request
 
 from bruce.admin.auth import Session
@@ -23,6 +25,17 @@ def test_without_a_session_there_is_no_token():
     page = Templates().page("memory.html", facts=[], summaries=[], error=None)
     assert page.status == 200 and page.text is not None
     assert 'action="/logout"' not in page.text  # no session: no form that would need the token
+
+
+def test_a_time_is_local_and_named_with_utc_on_hover_and_a_bad_one_is_shown_as_it_is():
+    templates = Templates(ZoneInfo("Europe/Berlin"))
+    page = templates.page("pairing.html", requests=[{"code": "ABCD2345", "channel": "telegram", "sender_id": "5",
+                                                     "display_name": None, "expires_at": "2026-12-05T13:05:12.5+00:00"}])
+    assert ('<time datetime="2026-12-05T13:05:12+00:00" title="2026-12-05T13:05:12+00:00 (UTC)">2026-12-05 14:05 CET'
+            "</time>") in (page.text or "")
+    bad = templates.page("pairing.html", requests=[{"code": "X", "channel": "t", "sender_id": "5", "display_name": None,
+                                                    "expires_at": "<b>soon</b>"}])
+    assert bad.status == 200 and "&lt;b&gt;soon&lt;/b&gt;" in (bad.text or "")
 
 
 def test_a_redirect_is_a_303_to_the_location():

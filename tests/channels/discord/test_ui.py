@@ -55,6 +55,9 @@ def test_the_request_text_names_the_tool_its_risk_and_side_effects_and_shows_the
                                      "Tool: `files.write` (risk high)", "Side effects: creates or replaces a file"]
     assert text.endswith("```\n# To do\n- milk\n```")
     assert "bruce approve" not in text
+    assert "Expires at" not in text  # none given: none said
+    shown = approval_text(request(expires_shown="10:00 -03 (America/Sao_Paulo)")).splitlines()
+    assert shown[4] == "Expires at 10:00 -03 (America/Sao\\_Paulo)."  # Markdown-escaped: Discord shows Sao_Paulo
 
 
 def test_a_step_up_request_says_where_to_approve_it() -> None:
