@@ -24,4 +24,6 @@ async def test_a_turn_trace_has_the_message_each_call_in_order_and_the_reply(app
     assert [r["text"] for r in trace["replies"]] == ["It is 4."]
     html = await (await admin.get(f"/turns/{item['turn_id']}", headers=BEARER)).text()
     assert "what is 2+2?" in html and f'href="/logs/{item["id"]}"' in html and "It is 4." in html
+    assert f"<title>Turn {item['turn_id'][:8]} · Bruce admin</title>" in html  # nothing but the title in it
+    assert html.count('src="/static/charts.js"') == 1 and html.count('src="/static/uplot/uPlot.iife.min.js"') == 1
     assert (await admin.get("/api/turns/nosuchturn", headers=BEARER)).status == 404
