@@ -12,6 +12,8 @@ the browser's same-origin rule cannot be turned against the page this way."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,7 @@ class AdminServer:
         self.sessions = Sessions()
         self.logins = LoginLimiter()
         self._runner: web.AppRunner | None = None
+        self._warm: asyncio.Task[None] | None = None  # the overview's past week, read before anyone asks
         self._templates = Templates(zone)
         page = self._templates.page
         self._logs = LogPages(store.audit, page, zone=self._templates.zone)
@@ -108,6 +111,7 @@ class AdminServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)
         await site.start()
+        self._warm = asyncio.create_task(self.overview.keep_warm(), name="admin:overview-warm")
         port = self._runner.addresses[0][1]
         host = f"[{self._host}]" if ":" in self._host else self._host
         url = f"http://{host}:{port}"
@@ -115,6 +119,11 @@ class AdminServer:
         return url
 
     async def stop(self) -> None:
+        if self._warm is not None:
+            self._warm.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._warm
+            self._warm = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

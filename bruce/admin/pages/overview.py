@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import structlog
 from aiohttp import web
 
 from bruce.admin.pages.rendering import Page
@@ -25,6 +26,8 @@ from bruce.llm.budget import Budget
 from bruce.store.overview import OverviewStore
 
 __all__ = ["OverviewPage", "local_days", "local_text"]
+
+log = structlog.get_logger(__name__)
 
 Health = Callable[[], Awaitable[dict[str, Any]]]
 Render = Callable[..., str]
@@ -120,6 +123,23 @@ class OverviewPage:
                                        *await self._store.activity(today, today, end)]),
                 "budget": await self._spend(), "jobs": jobs, "approvals": approvals,
                 "health": await self._health_panel(), "failures": failures}
+
+    async def keep_warm(self) -> None:
+        """Read the 7 days before today now, and again just after each local midnight, so no
+        request pays for it (with 100,000 rows that read alone is most of the page's time)."""
+        while True:
+            starts, until = local_days(self._clock.now(), self._zone, 8)
+            try:
+                await self._past_week(utc_iso(starts[0]), utc_iso(starts[-1]))
+            except Exception as exc:  # the database is away: the page says so; try again at the next day
+                log.warning("overview.warm_failed", error=str(exc)[:200])
+            # a real wait: the clock only says how long (a test's clock must not be moved by it)
+            await asyncio.sleep(max((until - self._clock.now()).total_seconds(), 0.0) + 1.0)
+
+    @property
+    def warm_since(self) -> str | None:
+        """Which day's "7 days before" is kept (its local midnight, in UTC); None: not read yet."""
+        return self._week[0] if self._week is not None else None
 
     async def _past_week(self, since: str, today: str) -> list[dict[str, Any]]:
         """The counts of the 7 days before today, read once a day (rows are stamped when written,

@@ -162,3 +162,22 @@ async def test_the_overview_says_when_the_database_does_not_answer(tmp_path, clo
         assert response.status == 503 and (await response.json())["health"]["database"].startswith("error: ")
     finally:
         await client.close()
+
+
+async def test_the_past_week_is_read_when_the_page_starts_not_by_the_first_visitor(app, clock):
+    from bruce.admin.pages.overview import local_days
+    from bruce.clock import utc_iso
+
+    server = AdminServer(store=app.store, clock=clock, token=ADMIN_TOKEN, host="127.0.0.1", port=0,
+                         zone=app.config.assistant.zone)
+    assert server.overview.warm_since is None
+    await server.start()
+    try:
+        for _ in range(100):
+            if server.overview.warm_since is not None:
+                break
+            await asyncio.sleep(0.01)
+        starts, _ = local_days(clock.now(), app.config.assistant.zone, 8)
+        assert server.overview.warm_since == utc_iso(starts[-1])  # today's: nobody has asked for the page yet
+    finally:
+        await server.stop()
