@@ -19,17 +19,11 @@ from bruce.admin import AdminServer
 from bruce.app import build_app
 from bruce.values import ConversationId
 from channels.web_chat import WebChat
+from tests.e2e.browser import chromium, console_errors
 from tests.fakes.llm_server import Step
 from tests.helpers import say
 
 TOKEN = "browser-test-admin-token-0123456789"
-
-
-def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        pytest.fail("the browser tests need Debian's chromium: apt-get install chromium (.ci/run does)")
-    return found
 
 
 @pytest.fixture
@@ -59,8 +53,7 @@ async def test_the_owner_reviews_a_turn_chats_approves_and_pauses_a_job_in_the_b
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
             page = await browser.new_page(viewport={"width": 1280, "height": 720})
-            errors: list[str] = []
-            page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+            errors = console_errors(page)
 
             await page.goto(f"{base}/logs")
             assert page.url.endswith("/login")  # no session: the login form

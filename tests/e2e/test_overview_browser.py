@@ -19,7 +19,7 @@ from playwright.async_api import Page, async_playwright
 from bruce.admin import AdminServer
 from bruce.app import build_app
 from bruce.values import ConversationId
-from tests.e2e.test_admin_browser import chromium
+from tests.e2e.browser import chromium, console_errors
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
 
@@ -91,8 +91,7 @@ async def test_the_overview_llm_page_and_waterfall_draw_their_charts_and_follow_
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
             page = await browser.new_page(viewport={"width": 1280, "height": 900})
-            errors: list[str] = []
-            page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+            errors = console_errors(page)
             page.on("pageerror", lambda error: errors.append(str(error)))
 
             await page.goto(f"{base}/")

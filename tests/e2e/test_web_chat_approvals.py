@@ -16,7 +16,7 @@ from playwright.async_api import async_playwright
 from bruce.admin import AdminServer
 from bruce.app import build_app
 from channels.web_chat import WebChat
-from tests.e2e.test_admin_browser import chromium
+from tests.e2e.browser import chromium, console_errors, log_in
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
 
@@ -43,11 +43,8 @@ async def test_a_pending_approval_survives_a_reload_and_runs_once(app, fake_llm,
             browser = await p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
             context = await browser.new_context(viewport={"width": 1280, "height": 720})
             page = await context.new_page()
-            errors: list[str] = []
-            page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-            await page.goto(f"{base}/login")
-            await page.fill("#token", TOKEN)
-            await page.click("button[type=submit]")
+            errors = console_errors(page)
+            await log_in(page, base, TOKEN)
             await page.goto(f"{base}/chat")
             await page.wait_for_selector("#chat-form")
 

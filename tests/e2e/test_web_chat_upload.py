@@ -14,7 +14,7 @@ from playwright.async_api import async_playwright
 
 from bruce.admin import AdminServer
 from bruce.app import build_app, web_chat
-from tests.e2e.test_admin_browser import chromium
+from tests.e2e.browser import chromium, console_errors, log_in
 from tests.fakes.llm_server import Step
 from tests.fakes.media_files import jpeg, pdf_with_text
 from tests.helpers import rows
@@ -42,11 +42,8 @@ async def test_the_owner_sends_a_photo_and_a_pdf_with_a_caption_from_the_browser
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
             page = await browser.new_page(viewport={"width": 1280, "height": 720})
-            errors: list[str] = []
-            page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-            await page.goto(f"{base}/login")
-            await page.fill("#token", TOKEN)
-            await page.click("button[type=submit]")
+            errors = console_errors(page)
+            await log_in(page, base, TOKEN)
             await page.goto(f"{base}/chat")
             await page.wait_for_selector("#chat-form")
 
