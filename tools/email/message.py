@@ -1,8 +1,9 @@
 """Email messages: the one ``emails.send_external`` and ``emails.draft`` build, its preview, and a
-fetched message read as text (HTML through ``web.read_url``'s extraction, attachments listed only).
+fetched message taken apart (``parse``: headers, text, the HTML part for ``tools/email/reader.py``,
+attachments listed by name and size only).
 
 Nothing here touches the network. Every header value the model gives is checked for line breaks
-first (``header_problem``): a subject with ``\\r\\nBcc: x`` would otherwise add a recipient.
+first (``_no_breaks``): a subject with ``\\r\\nBcc: x`` would otherwise add a recipient.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import json
 import re
 from email.message import EmailMessage, Message
 from email.utils import formatdate, getaddresses
-from typing import Any
+from typing import Any, NamedTuple
 
 from bruce.errors import ToolFailed
 from bruce.safe_text import visible
 
-__all__ = ["one_line", "build_message", "preview", "as_text", "recipients", "MAX_MESSAGE_BYTES"]
+__all__ = ["one_line", "build_message", "preview", "parse", "Parsed", "recipients", "MAX_MESSAGE_BYTES"]
 
 MAX_MESSAGE_BYTES = 2_000_000  # what one message may weigh when it leaves (text only: no attachments)
 _MESSAGE_ID = re.compile(r"<[^<>\s]{1,900}>")
@@ -98,24 +99,31 @@ def preview(msg: EmailMessage) -> str:
     return visible(f"{headers}Date: (set when it is sent)\n\n{body}")
 
 
-def _text_of(part: Message) -> tuple[str, str]:
-    from tools.web.extract import readable  # trafilatura: loaded on the first email read, not at start-up
-
+def _decoded(part: Message) -> str:
     payload = part.get_payload(decode=True)
     raw = payload if isinstance(payload, bytes) else b""
-    charset = part.get_content_charset()
-    media = part.get_content_type()
-    if media == "text/html":
-        return "html", readable(raw, url="", media_type="text/html", charset=charset, truncated=False)[1]
-    return "plain", readable(raw, url="", media_type="text/plain", charset=charset, truncated=False)[1]
+    charset = part.get_content_charset() or "utf-8"
+    try:
+        return raw.decode(charset, errors="replace")
+    except LookupError:  # a charset Python does not know
+        return raw.decode("utf-8", errors="replace")
 
 
-def as_text(raw: bytes, max_chars: int) -> dict[str, Any]:
-    """One fetched message: its headers, its text (plain, else HTML as text) and its attachments
-    by name and size, never opened."""
+class Parsed(NamedTuple):
+    """A fetched message taken apart: headers, its plain text (None: it has none), its first HTML
+    part as bytes and charset (for the page reader), and its attachments."""
+
+    headers: dict[str, str]
+    plain: str | None
+    html: tuple[bytes, str | None] | None
+    attachments: list[dict[str, Any]]
+
+
+def parse(raw: bytes) -> Parsed:
+    """CPU-bound on a large message (base64 attachments are decoded to be measured): run it in a thread."""
     msg = email.message_from_bytes(raw, policy=email.policy.default)
     plain: str | None = None
-    html: str | None = None
+    html: tuple[bytes, str | None] | None = None
     attachments = []
     for part in msg.walk():
         if part.is_multipart():
@@ -124,15 +132,11 @@ def as_text(raw: bytes, max_chars: int) -> dict[str, Any]:
             data = part.get_payload(decode=True)
             attachments.append({"name": visible(part.get_filename() or "(no name)"),
                                 "type": part.get_content_type(), "bytes": len(data) if isinstance(data, bytes) else 0})
-            continue
-        if part.get_content_maintype() == "text":
-            kind, text = _text_of(part)
-            if kind == "plain" and plain is None:
-                plain = text
-            elif kind == "html" and html is None:
-                html = text
-    text = plain if plain else (html or "")
+        elif part.get_content_type() == "text/plain" and plain is None:
+            plain = visible(_decoded(part).replace("\r\n", "\n")).strip()
+        elif part.get_content_type() == "text/html" and html is None:
+            payload = part.get_payload(decode=True)
+            html = (payload if isinstance(payload, bytes) else b"", part.get_content_charset())
     headers = {k.lower(): one_line(str(msg.get(k, ""))) for k in ("From", "To", "Cc", "Subject", "Date",
                                                                    "Message-ID", "In-Reply-To", "References")}
-    return {**{k: v for k, v in headers.items() if v}, "text": text[:max_chars], "truncated": len(text) > max_chars,
-            "attachments": attachments}
+    return Parsed({k: v for k, v in headers.items() if v}, plain, html, attachments)

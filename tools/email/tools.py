@@ -16,7 +16,8 @@ from bruce.contracts import ToolContext, ToolContract, ToolHandler
 from bruce.errors import ToolFailed
 from tools.email.contracts import EMAILS_DRAFT, EMAILS_READ, EMAILS_SEARCH, EMAILS_SEND_EXTERNAL
 from tools.email.mailbox import Mailbox, search_criteria
-from tools.email.message import MAX_MESSAGE_BYTES, as_text, build_message, dated, preview, recipients, reply_id
+from tools.email.message import MAX_MESSAGE_BYTES, build_message, dated, parse, preview, recipients, reply_id
+from tools.email.reader import html_text
 from tools.email.sender import send
 
 __all__ = ["email_tools", "Email"]
@@ -44,7 +45,13 @@ class Email:
     async def read(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         folder = args.get("folder", "INBOX")
         raw = await self._mailbox.run(lambda c: Mailbox.fetch_raw(c, folder, args["uid"]))
-        return await asyncio.to_thread(as_text, raw, MAX_TEXT_CHARS)
+        parsed = await asyncio.to_thread(parse, raw)
+        text = parsed.plain
+        if not text and parsed.html is not None:
+            text = await html_text(*parsed.html, MAX_TEXT_CHARS)
+        text = text or ""
+        return {**parsed.headers, "text": text[:MAX_TEXT_CHARS], "truncated": len(text) > MAX_TEXT_CHARS,
+                "attachments": parsed.attachments}
 
     async def _message(self, args: dict[str, Any]) -> Any:
         reply_to = reply_id(args.get("reply_to_message_id"))
