@@ -76,3 +76,19 @@ async def test_after_the_owners_local_approval_one_message_leaves_even_if_approv
     assert copy["Message-ID"] == msg["Message-ID"]
     audits = await rows(app, "SELECT tool_name, status FROM tool_executions WHERE source = 'confirmation'")
     assert audits == [{"tool_name": "emails.send_external", "status": "ok"}]
+
+
+async def test_a_draft_waits_for_the_users_yes_then_lands_in_drafts_unsent(app_factory, fake_llm, channel, smtp, imap):
+    app = await start(app_factory, smtp, imap)
+    args = {"to": ["ana@example.net"], "subject": "Friday", "body": "See you at 8.\n"}
+    fake_llm.add(Step.tool_calls(("emails_draft", args)), Step.text("Approve it and it goes to your drafts."))
+    await say(app, "draft a note to ana")
+    ((_, request),) = channel.confirmations
+    assert not request.step_up and imap.messages("Drafts") == []
+
+    fake_llm.add(Step.text("Saved to Drafts."))
+    await say(app, f"/approve {request.id}")
+    [draft] = imap.messages("Drafts")
+    assert (draft["To"], draft["Subject"], draft.get_content()) == ("ana@example.net", "Friday", "See you at 8.\n")
+    assert f"Done: emails.draft ran (request {request.id})." in channel.texts()
+    assert smtp.attempts == 0
