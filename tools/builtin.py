@@ -20,6 +20,15 @@ from tools.web_tools import web_tools
 __all__ = ["builtin_tools", "shutdown_tools"]
 
 
+def _email_tools(config: Config) -> list[tuple[ToolContract, ToolHandler]]:
+    """The email tools when ``tools.email.enabled`` (their libraries load only then)."""
+    if not config.tools.email.enabled:
+        return []
+    from tools.email.tools import email_tools
+
+    return email_tools(config.tools.email)
+
+
 def builtin_tools(config: Config, *, store: Store | None, jobs: JobBook | None = None,
                   memory: Memory | None = None) -> list[tuple[ToolContract, ToolHandler]]:
     """Every built-in tool. ``store`` and ``jobs`` may be None when only the contracts are wanted
@@ -33,6 +42,7 @@ def builtin_tools(config: Config, *, store: Store | None, jobs: JobBook | None =
                            max_bytes=t.artifacts.max_bytes),
         files_write_tool(notes_dir=t.files.notes_dir, max_bytes=t.files.max_bytes),
         http_post_tool(allowed_urls=t.http_post.allowed_urls, timeout_s=t.http_post.timeout_s),
+        *_email_tools(config),
         *proactive_tools(jobs),
         *memory_tools(memory),
     ]

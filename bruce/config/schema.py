@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from bruce.config.email import EmailConfig
 from bruce.config.people import AccessConfig, PeopleConfig
 from bruce.config.rules import allowed_host, allowed_url, blank_to_none, ids_as_text
 from bruce.config.timezone import is_zone, local_zone_name
@@ -255,6 +256,7 @@ class ToolsConfig(_Model):
     artifacts: ArtifactsConfig = ArtifactsConfig()
     files: FilesConfig = FilesConfig()
     http_post: HttpPostConfig = HttpPostConfig()
+    email: EmailConfig = EmailConfig()
 
 
 class LoggingConfig(_Model):
