@@ -6,6 +6,8 @@ that id, so what is written is exactly what was proposed and shown to the owner,
 arguments. A proposal lives for ``PROPOSAL_TTL`` and at most ``MAX_PROPOSALS`` are kept; a
 restarted server has none, and the model is told to propose again. Each proposed event gets
 the UID ``<proposal id>.<index>@bruce``, so creating a proposal twice writes each event once.
+``calendar.show_proposal`` shows a proposal again by id, and ``create_events`` names it in its
+``_meta`` as its preview, so Bruce's approval card shows the events about to be written.
 ``calendar.update_event`` and ``calendar.delete_event`` work on one event by id (a repeating
 event: the whole series). Bruce's config asks the owner before any of these three run.
 """
@@ -46,6 +48,9 @@ NOTHING_SAVED = (
     "Nothing was saved. Show these events to the owner; if they agree, call calendar.create_events "
     "with this proposal_id (it writes exactly these events)."
 )
+
+SHOWN = "Nothing was saved. calendar.create_events with this proposal_id writes exactly these events."
+PREVIEW_META = "bruce/dry_run_tool"  # tools/mcp/catalog.py: names the tool that previews this one
 
 _Clock = Callable[[], datetime]
 _EventId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300)]
@@ -185,9 +190,10 @@ _CHANGES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempote
 
 
 def add_write_tools(server: MCPServer[Any], store: CalendarBackend, zone: ZoneInfo, clock: _Clock) -> None:
-    """``propose_events``, ``create_events``, ``update_event`` and ``delete_event`` on ``server``."""
+    """``propose_events``, ``show_proposal``, ``create_events``, ``update_event`` and ``delete_event``."""
     proposals = Proposals()
     _add_propose_events(server, store, zone, clock, proposals)
+    _add_show_proposal(server, store, zone, clock, proposals)
     _add_create_events(server, store, zone, clock, proposals)
     _add_update_event(server, store, zone)
     _add_delete_event(server, store, zone)
@@ -205,13 +211,27 @@ def _add_propose_events(server: MCPServer[Any], store: CalendarBackend, zone: Zo
     )
     def propose_events(events: EventList) -> ProposalResult:
         normalized = normalize_events(events, zone)
-        checks = _check(store, normalized, zone)
-        checked = [
-            CheckedEvent(index=i, **_times(e, zone), existing_id=c.existing_id, conflicts=c.conflicts)
-            for i, (e, c) in enumerate(zip(normalized, checks, strict=True))
-        ]
+        checked = _checked(store, normalized, zone)
         proposal_id = proposals.add(normalized, clock())
         return ProposalResult(proposal_id=proposal_id, saved=False, note=NOTHING_SAVED, events=checked)
+
+
+def _checked(store: CalendarBackend, events: list[NewEvent], zone: ZoneInfo) -> list[CheckedEvent]:
+    checks = _check(store, events, zone)
+    return [CheckedEvent(index=i, **_times(e, zone), existing_id=c.existing_id, conflicts=c.conflicts)
+            for i, (e, c) in enumerate(zip(events, checks, strict=True))]
+
+
+def _add_show_proposal(server: MCPServer[Any], store: CalendarBackend, zone: ZoneInfo, clock: _Clock,
+                       proposals: Proposals) -> None:
+    @server.tool(
+        name="calendar.show_proposal",
+        description="What calendar.create_events would write for a proposal_id, checked again. Writes nothing.",
+        annotations=_PROPOSES,
+    )
+    def show_proposal(proposal_id: _ProposalId) -> ProposalResult:
+        events = _checked(store, proposals.get(proposal_id, clock()), zone)
+        return ProposalResult(proposal_id=proposal_id, saved=False, note=SHOWN, events=events)
 
 
 def _add_create_events(server: MCPServer[Any], store: CalendarBackend, zone: ZoneInfo, clock: _Clock,
@@ -223,6 +243,7 @@ def _add_create_events(server: MCPServer[Any], store: CalendarBackend, zone: Zon
             "nothing else can be written. An event already saved is returned, not duplicated."
         ),
         annotations=_WRITES_ONCE,
+        meta={PREVIEW_META: "calendar.show_proposal"},  # Bruce's dry run: the approval card shows the events
     )
     def create_events(proposal_id: _ProposalId) -> CreateResult:
         proposed = proposals.get(proposal_id, clock())

@@ -63,6 +63,8 @@ async def test_only_the_proposal_the_owner_approved_is_written(app_factory, chan
     await say(app, "just the lunch")
     ((_, request),) = channel.confirmations
     assert request.tool_name == "mcp.calendar.create_events"
+    assert "Lunch with Ana" in request.preview and f"{WEEK_AHEAD}T12:30-03:00" in request.preview  # what you approve
+    assert "Gym" not in request.preview
     assert dav.events() == []  # waiting for the yes: nothing written
 
     fake_llm.add(Step.text("Lunch with Ana is in your calendar."))
@@ -118,3 +120,29 @@ async def test_the_calendar_going_down_mid_turn_is_unavailable_and_the_owner_sti
     audit = await rows(app, "SELECT tool_name, status FROM tool_executions ORDER BY id")
     assert [(a["tool_name"], a["status"]) for a in audit] == [
         ("mcp.calendar.list_upcoming", "ok"), ("mcp.calendar.free_busy", "error")]
+
+
+async def test_an_approval_after_the_calendar_changed_writes_nothing_and_says_why(
+        app_factory, channel, fake_llm, dav) -> None:
+    app = await app_factory(mcp_servers={"calendar": caldav_calendar(dav)})
+    lunch = {"title": "Lunch with Ana", "start": f"{WEEK_AHEAD}T12:30", "duration_minutes": 60}
+    fake_llm.add(Step.tool_calls(("mcp_calendar_propose_events", {"events": [lunch]})), Step.text("Shall I?"))
+    await say(app, "lunch with Ana on Wednesday")
+    proposal_id = tool_feedback(fake_llm.requests[1])[0]["result"]["structured"]["proposal_id"]
+    fake_llm.add(Step.tool_calls(("mcp_calendar_create_events", {"proposal_id": proposal_id})), Step.text("Asked."))
+    await say(app, "yes")
+    ((_, request),) = channel.confirmations
+    assert "Lunch with Ana" in request.preview and "Board meeting" not in request.preview
+
+    # meanwhile, on the phone: a meeting at the same time
+    day = WEEK_AHEAD.replace("-", "")
+    dav.add("BEGIN:VCALENDAR\nVERSION:2.0\nPRODID:-//test//test//EN\nBEGIN:VEVENT\nUID:board@example.org\n"
+            f"DTSTAMP:20270101T000000Z\nSUMMARY:Board meeting\nDTSTART:{day}T150000Z\nDTEND:{day}T160000Z\n"
+            "END:VEVENT\nEND:VCALENDAR\n")
+    fake_llm.add(Step.text("Your calendar changed since; I did not add the lunch."))
+    await say(app, f"/approve {request.id}")
+    assert dav.titles() == ["Board meeting"]  # the lunch was not written over a conflict you never saw
+    assert any("did not succeed" in t and "conflict: what this would do has changed" in t for t in channel.texts())
+    assert channel.texts()[-1] == "Your calendar changed since; I did not add the lunch."
+    audit = await rows(app, "SELECT tool_name, status, source FROM tool_executions ORDER BY id")
+    assert audit[-1] == {"tool_name": "mcp.calendar.create_events", "status": "error", "source": "confirmation"}

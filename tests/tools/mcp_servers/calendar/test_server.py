@@ -20,7 +20,7 @@ from tools.mcp_servers.calendar.store import Event
 REPO = Path(__file__).resolve().parents[4]
 ZONE = ZoneInfo("America/Sao_Paulo")  # UTC-03:00 all year (no DST since 2019)
 TOOLS = {"calendar.free_busy", "calendar.list_upcoming", "calendar.propose_events", "calendar.create_events",
-         "calendar.update_event", "calendar.delete_event"}
+         "calendar.show_proposal", "calendar.update_event", "calendar.delete_event"}
 
 
 def _server_args(db: Path, timezone: str = "America/Sao_Paulo") -> list[str]:
@@ -49,7 +49,7 @@ def _tomorrow() -> date:
     return (datetime.now(ZONE) + timedelta(days=1)).date()
 
 
-async def test_lists_the_six_tools_with_object_schemas_and_rejects_bad_arguments(tmp_path: Path) -> None:
+async def test_lists_the_seven_tools_with_object_schemas_and_rejects_bad_arguments(tmp_path: Path) -> None:
     day = _tomorrow().isoformat()
     bad_calls: list[tuple[str, dict[str, Any], list[str]]] = [
         ("calendar.propose_events", {"events": [{"title": "", "start": f"{day}T10:00"}]}, ["events.0.title"]),
