@@ -273,7 +273,7 @@ async def test_the_calendar_example_proposes_then_creates_with_approval_then_lis
     tools = {t.contract.name: t for t in app.registry.tools() if t.contract.server == "calendar"}
     assert set(tools) == {"mcp.calendar.free_busy", "mcp.calendar.list_upcoming", "mcp.calendar.propose_events",
                           "mcp.calendar.create_events", "mcp.calendar.show_proposal", "mcp.calendar.update_event",
-                          "mcp.calendar.delete_event"}
+                          "mcp.calendar.delete_event", "mcp.calendar.show_change", "mcp.calendar.show_event"}
     assert sorted(n for n, t in tools.items() if t.policy.needs_confirmation) == [
         "mcp.calendar.create_events", "mcp.calendar.delete_event", "mcp.calendar.update_event"]
     tomorrow = (datetime.now(ZoneInfo("America/Sao_Paulo")) + timedelta(days=1)).date()

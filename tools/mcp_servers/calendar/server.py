@@ -170,7 +170,7 @@ _Clock = Callable[[], datetime]
 
 
 def build_server(store: CalendarBackend, zone: ZoneInfo, clock: _Clock = _utc_now) -> MCPServer[Any]:
-    """The MCP server with the six calendar.* tools over ``store``, reading and showing times in ``zone``."""
+    """The MCP server with the calendar.* tools over ``store``, reading and showing times in ``zone``."""
     server = _CalendarServer(
         name="bruce-calendar",
         instructions=(

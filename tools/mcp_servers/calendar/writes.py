@@ -9,7 +9,8 @@ the UID ``<proposal id>.<index>@bruce``, so creating a proposal twice writes eac
 ``calendar.show_proposal`` shows a proposal again by id, and ``create_events`` names it in its
 ``_meta`` as its preview, so Bruce's approval card shows the events about to be written.
 ``calendar.update_event`` and ``calendar.delete_event`` work on one event by id (a repeating
-event: the whole series). Bruce's config asks the owner before any of these three run.
+event: the whole series); ``calendar.show_change`` and ``calendar.show_event`` preview them.
+Bruce's config asks the owner before any of the three writing tools run.
 """
 
 from __future__ import annotations
@@ -276,7 +277,54 @@ def _new_times(old: Event, start: str | None, end: str | None, minutes: int | No
     return new_start, new_end
 
 
+_Title = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+_Time = Annotated[str, StringConstraints(max_length=64)]
+_Minutes = Annotated[int, Field(ge=1, le=1440)]
+_Location = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)]
+_Notes = Annotated[str, StringConstraints(max_length=2000)]
+
+
+@dataclass(frozen=True)
+class _Edit:
+    """An update_event call's arguments (show_change takes the same)."""
+
+    title: str | None
+    start: str | None
+    end: str | None
+    duration_minutes: int | None
+    location: str | None
+    notes: str | None
+
+    def change(self, old: Event, zone: ZoneInfo) -> Change:
+        new_start, new_end = _new_times(old, self.start, self.end, self.duration_minutes, zone)
+        change = Change(title=self.title, start=new_start, end=new_end, location=self.location, notes=self.notes)
+        if change == Change():
+            raise ToolError("nothing to change: give at least one of title, start, end, duration_minutes, location, notes")
+        return change
+
+
+def _applied(old: Event, change: Change) -> Event:
+    """``old`` as ``change`` would leave it (an empty location or notes clears it)."""
+    def text(new: str | None, was: str | None) -> str | None:
+        return was if new is None else new or None
+
+    return replace(old, title=change.title or old.title, start=change.start or old.start, end=change.end or old.end,
+                   location=text(change.location, old.location), notes=text(change.notes, old.notes))
+
+
 def _add_update_event(server: MCPServer[Any], store: CalendarBackend, zone: ZoneInfo) -> None:
+    @server.tool(
+        name="calendar.show_change",
+        description="What calendar.update_event would change, with the same arguments. Writes nothing.",
+        annotations=_PROPOSES,
+    )
+    def show_change(id: _EventId, title: _Title | None = None, start: _Time | None = None, end: _Time | None = None,
+                    duration_minutes: _Minutes | None = None, location: _Location | None = None,
+                    notes: _Notes | None = None) -> ChangedEvent:
+        old = store.get(id)
+        change = _Edit(title, start, end, duration_minutes, location, notes).change(old, zone)
+        return ChangedEvent(event=view(_applied(old, change), zone), before=view(old, zone))
+
     @server.tool(
         name="calendar.update_event",
         description=(
@@ -284,29 +332,30 @@ def _add_update_event(server: MCPServer[Any], store: CalendarBackend, zone: Zone
             "A repeating event changes as a whole series."
         ),
         annotations=_CHANGES,
+        meta={PREVIEW_META: "calendar.show_change"},
     )
-    def update_event(
-        id: _EventId,
-        title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] | None = None,
-        start: Annotated[str, StringConstraints(max_length=64)] | None = None,
-        end: Annotated[str, StringConstraints(max_length=64)] | None = None,
-        duration_minutes: Annotated[int, Field(ge=1, le=1440)] | None = None,
-        location: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] | None = None,
-        notes: Annotated[str, StringConstraints(max_length=2000)] | None = None,
-    ) -> ChangedEvent:
+    def update_event(id: _EventId, title: _Title | None = None, start: _Time | None = None, end: _Time | None = None,
+                     duration_minutes: _Minutes | None = None, location: _Location | None = None,
+                     notes: _Notes | None = None) -> ChangedEvent:
         old = store.get(id)
-        new_start, new_end = _new_times(old, start, end, duration_minutes, zone)
-        change = Change(title=title, start=new_start, end=new_end, location=location, notes=notes)
-        if change == Change():
-            raise ToolError("nothing to change: give at least one of title, start, end, duration_minutes, location, notes")
+        change = _Edit(title, start, end, duration_minutes, location, notes).change(old, zone)
         return ChangedEvent(event=view(store.update(id, change), zone), before=view(old, zone))
 
 
 def _add_delete_event(server: MCPServer[Any], store: CalendarBackend, zone: ZoneInfo) -> None:
     @server.tool(
+        name="calendar.show_event",
+        description="One event by id, as calendar.delete_event would delete it. Writes nothing.",
+        annotations=_PROPOSES,
+    )
+    def show_event(id: _EventId) -> DeletedEvent:
+        return DeletedEvent(deleted=view(store.get(id), zone))
+
+    @server.tool(
         name="calendar.delete_event",
         description="Delete one event by id (from list_upcoming or free_busy); a repeating event goes as a whole series.",
         annotations=_CHANGES,
+        meta={PREVIEW_META: "calendar.show_event"},
     )
     def delete_event(id: _EventId) -> DeletedEvent:
         return DeletedEvent(deleted=view(store.delete(id), zone))

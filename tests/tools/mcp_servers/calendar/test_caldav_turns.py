@@ -90,6 +90,7 @@ async def test_an_event_is_deleted_only_after_the_owners_approval(app_factory, c
     await say(app, "cancel the dentist")
     ((_, request),) = channel.confirmations
     assert request.tool_name == "mcp.calendar.delete_event"
+    assert "Dentist" in request.preview and f"{WEEK_AHEAD}T10:00-03:00" in request.preview  # not just a UID
     assert dav.titles() == ["Dentist"]  # still there until the yes
 
     fake_llm.add(Step.text("The dentist is cancelled."))

@@ -20,7 +20,8 @@ from tools.mcp_servers.calendar.store import Event
 REPO = Path(__file__).resolve().parents[4]
 ZONE = ZoneInfo("America/Sao_Paulo")  # UTC-03:00 all year (no DST since 2019)
 TOOLS = {"calendar.free_busy", "calendar.list_upcoming", "calendar.propose_events", "calendar.create_events",
-         "calendar.show_proposal", "calendar.update_event", "calendar.delete_event"}
+         "calendar.show_proposal", "calendar.update_event", "calendar.delete_event", "calendar.show_change",
+         "calendar.show_event"}
 
 
 def _server_args(db: Path, timezone: str = "America/Sao_Paulo") -> list[str]:
@@ -49,7 +50,7 @@ def _tomorrow() -> date:
     return (datetime.now(ZONE) + timedelta(days=1)).date()
 
 
-async def test_lists_the_seven_tools_with_object_schemas_and_rejects_bad_arguments(tmp_path: Path) -> None:
+async def test_lists_the_nine_tools_with_object_schemas_and_rejects_bad_arguments(tmp_path: Path) -> None:
     day = _tomorrow().isoformat()
     bad_calls: list[tuple[str, dict[str, Any], list[str]]] = [
         ("calendar.propose_events", {"events": [{"title": "", "start": f"{day}T10:00"}]}, ["events.0.title"]),
@@ -131,7 +132,12 @@ async def test_propose_saves_nothing_create_saves_the_proposal_once_and_free_bus
         assert [b["id"] for b in tomorrow["busy"]] == [event_id]
         assert [(r["start"][11:16], r["end"][11:16]) for r in tomorrow["free"]] == [("08:00", "10:00"), ("11:00", "20:00")]
 
-        moved = await call(client, "calendar.update_event", {"id": event_id, "start": f"{day}T15:00", "notes": "fasting"})
+        edit = {"id": event_id, "start": f"{day}T15:00", "notes": "fasting"}
+        shown = await call(client, "calendar.show_change", edit)
+        assert (shown["before"]["start"], shown["event"]["start"]) == (f"{day}T10:00-03:00", f"{day}T15:00-03:00")
+        assert (await call(client, "calendar.list_upcoming", {}))["events"][0]["start"] == f"{day}T10:00-03:00"
+        moved = await call(client, "calendar.update_event", edit)
+        assert moved == shown  # the preview is what happened
         assert (moved["event"]["start"], moved["event"]["end"], moved["event"]["notes"]) == (
             f"{day}T15:00-03:00", f"{day}T16:00-03:00", "fasting")
         assert (await call(client, "calendar.delete_event", {"id": event_id}))["deleted"]["title"] == "Dentist"
