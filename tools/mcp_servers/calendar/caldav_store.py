@@ -12,6 +12,7 @@ login, raises :class:`CalendarUnavailable`; the message names the host, never th
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 from collections.abc import Iterator, Sequence
@@ -33,6 +34,8 @@ from tools.mcp_servers.calendar.store import Change, Event, EventNotFound, NewEv
 __all__ = ["CalDavStore"]
 
 NO_TITLE = "(no title)"
+
+log = logging.getLogger("tools.mcp_servers.calendar")
 
 
 class CalDavStore:
@@ -102,16 +105,22 @@ class CalDavStore:
         with self._talking():
             found: list[Any] = self._calendar.search(start=start, end=end, event=True)  # type: ignore[assignment]
             texts = [resource.data for resource in found]
-        events: list[Event] = []
-        for text in texts:
+        events = [event for text in texts if text for event in self._expand(text, start, end)]
+        return sorted(events, key=lambda e: (e.start, e.end, e.id))
+
+    def _expand(self, text: str, start: datetime, end: datetime) -> list[Event]:
+        """The events of one calendar object within ``[start, end)``; one the libraries cannot read is
+        left out and logged, so one broken event does not hide the others."""
+        try:
             calendar = icalendar.Calendar.from_ical(text)
             # the expansion marks every occurrence with a RECURRENCE-ID, even a single event's: ask the source
             repeating = any(key in c for c in calendar.walk("VEVENT") for key in ("RRULE", "RDATE", "RECURRENCE-ID"))
-            for component in recurring_ical_events.of(calendar).between(start, end):
-                event = self._event(component, repeating)
-                if event.start < end and (event.end > start or (event.end == event.start == start)):
-                    events.append(event)
-        return sorted(events, key=lambda e: (e.start, e.end, e.id))
+            events = [self._event(c, repeating) for c in recurring_ical_events.of(calendar).between(start, end)]
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("calendar: an event on %s cannot be read, left out (%s: %s)", self.host,
+                        type(exc).__name__, str(exc)[:200])
+            return []
+        return [e for e in events if e.start < end and (e.end > start or e.end == e.start == start)]
 
     def overlapping(self, start: datetime, end: datetime) -> list[Event]:
         return self._occurrences(start, end)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -199,3 +199,11 @@ def test_a_caldav_url_that_would_leak_the_password_is_refused_at_start(url: str,
     assert run.returncode == 2
     assert problem in run.stderr and "pw@" not in run.stderr
     assert run.stdout == ""
+
+
+def test_an_event_the_libraries_cannot_read_is_left_out_not_fatal() -> None:
+    store = CalDavStore("https://dav.example.org/ana/work/", SAO_PAULO)  # not contacted: only parsing here
+    window = (datetime(2027, 3, 1, tzinfo=UTC), datetime(2027, 3, 8, tzinfo=UTC))
+    assert store._expand(ics("UID:nostart@example.org\nSUMMARY:No start"), *window) == []
+    (good,) = store._expand(ics("UID:ok@example.org\nSUMMARY:Fine\nDTSTART:20270302T100000Z\nDURATION:PT45M"), *window)
+    assert (good.title, good.end - good.start) == ("Fine", timedelta(minutes=45))
