@@ -241,7 +241,12 @@ class ServerLink:
     # calls --------------------------------------------------------------------------------
 
     def _handler(self, remote: str) -> ToolHandler:
-        async def call(arguments: dict[str, Any], _context: ToolContext) -> Any:
+        async def call(arguments: dict[str, Any], context: ToolContext) -> Any:
+            if context.dry_run:  # only a tool whose listing names a preview tool has a dry run
+                preview = self.tools.previews.get(remote)
+                if preview is None:
+                    raise ToolFailed(f"the MCP server {self.name} no longer previews {remote}", code="tool_error")
+                return await self.call(preview, arguments)
             return await self.call(remote, arguments)
         return call
 

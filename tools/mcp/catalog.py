@@ -5,6 +5,12 @@ server's ``risk``): a server's descriptions and annotations are untrusted text a
 tool's risk. A tool that cannot be offered (a bad name or schema, too many tools) is left out
 with the reason, shown in the server's status.
 
+A tool whose listing names, in its ``_meta`` under ``PREVIEW_META``, another tool of the same
+server that the config leaves at ``low`` gets a required dry run: before asking you, Bruce calls
+that tool with the same arguments and shows its answer in the approval card, and calls it again
+at your yes to check that nothing changed. The preview is the server's own account of what the
+call would do; it adds a check and never lowers a risk.
+
 A tool's ``url_args`` (``url_arguments``) are the top-level input properties that may hold a
 string and either have a URL-like name or say ``format: uri`` (``uri-reference``, ``iri``,
 ``iri-reference``, ``url``). A name is URL-like when, split into words (``camelCase``, ``-``,
@@ -29,7 +35,7 @@ from jsonschema.exceptions import SchemaError
 
 from bruce.actions.registry import ToolRegistry
 from bruce.config.schema import MCPServerConfig
-from bruce.contracts import Risk, ToolContract, ToolHandler
+from bruce.contracts import DryRun, Risk, ToolContract, ToolHandler
 from bruce.errors import ContractError
 from tools.mcp import names
 
@@ -40,6 +46,9 @@ MAX_SCHEMA_CHARS = 20_000  # a server's input schema goes into every prompt; a h
 MAX_TOOLS = 128  # per server: a server listing thousands would fill every prompt
 MAX_NAME = 128  # the MCP spec's longest tool name
 FAILURE_MODES = ("unavailable", "timeout", "tool_error", "protocol_error")
+# A tool's _meta may name, under this key, another tool of the same server that shows what it would
+# do with the same arguments; if that one is low risk, the tool gets a required dry run (docs/mcp.md).
+PREVIEW_META = "bruce/dry_run_tool"
 URL_WORDS = frozenset(w + s for w in ("url", "uri", "iri", "link", "href", "endpoint", "webhook", "callback")
                       for s in ("", "s"))
 _URL_ENDINGS = ("url", "uri", "link", "href", "urls", "uris", "links", "hrefs")
@@ -65,6 +74,7 @@ class ServerTools:
         self._unavailable = unavailable  # remote name -> why a call cannot go now, or None
         self._listed: dict[str, _Listed] = {}  # remote name -> what is registered for it now
         self.skipped: dict[str, str] = {}  # remote name -> why it is not offered
+        self.previews: dict[str, str] = {}  # remote name -> the low-risk tool that previews it (its dry run)
         self._log = structlog.get_logger(__name__).bind(server=server)
 
     def offers(self, remote: str) -> bool:
@@ -77,6 +87,7 @@ class ServerTools:
         remotes = [str(t.name) for t in listing]
         listed: dict[str, _Listed] = {}
         self.skipped = {}
+        self.previews = {str(t.name): p for t in listing if (p := self._preview(t, remotes)) is not None}
         for tool in listing:
             remote = str(tool.name)
             if not remote or len(remote) > MAX_NAME:
@@ -131,6 +142,20 @@ class ServerTools:
                 self._log.warning("mcp.unknown_tool_names", key=f"mcp_servers.{self._server}.{key}",
                                   names=unknown[:20])
 
+    def _risk(self, remote: str, remotes: list[str]) -> Risk:
+        short = names.contract_name(self._server, remote, remotes).removeprefix(f"mcp.{self._server}.")
+        c = self._config
+        return Risk(c.tool_risk.get(remote) or c.tool_risk.get(short) or c.risk)
+
+    def _preview(self, tool: Any, remotes: list[str]) -> str | None:
+        """The tool named in ``tool``'s _meta as its preview, when the server lists it at low risk."""
+        meta = getattr(tool, "meta", None)
+        preview = meta.get(PREVIEW_META) if isinstance(meta, dict) else None
+        if not isinstance(preview, str) or preview == str(tool.name) or preview not in remotes:
+            return None
+        wanted = self._wanted(preview, names.contract_name(self._server, preview, remotes))
+        return preview if wanted and self._risk(preview, remotes) is Risk.LOW else None
+
     def _contract(self, tool: Any, name: str) -> ToolContract:
         schema = input_schema(tool.input_schema)
         short = name.removeprefix(f"mcp.{self._server}.")
@@ -146,6 +171,7 @@ class ServerTools:
             output_schema={"type": "object"},
             autonomous=not acts,
             confirmation=acts,
+            dry_run=DryRun.REQUIRED if str(tool.name) in self.previews else DryRun.NONE,
             step_up=risk is Risk.CRITICAL,
             side_effects=f"unknown to Bruce: whatever {short} of the MCP server {self._server} does",
             audit_event="mcp.call",

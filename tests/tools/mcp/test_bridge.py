@@ -272,8 +272,10 @@ async def test_the_calendar_example_proposes_then_creates_with_approval_then_lis
     app = await app_factory(mcp_servers={"calendar": shipped_calendar(db)})
     tools = {t.contract.name: t for t in app.registry.tools() if t.contract.server == "calendar"}
     assert set(tools) == {"mcp.calendar.free_busy", "mcp.calendar.list_upcoming", "mcp.calendar.propose_events",
-                          "mcp.calendar.create_events"}
-    assert [n for n, t in tools.items() if t.policy.needs_confirmation] == ["mcp.calendar.create_events"]
+                          "mcp.calendar.create_events", "mcp.calendar.show_proposal", "mcp.calendar.update_event",
+                          "mcp.calendar.delete_event", "mcp.calendar.show_change", "mcp.calendar.show_event"}
+    assert sorted(n for n, t in tools.items() if t.policy.needs_confirmation) == [
+        "mcp.calendar.create_events", "mcp.calendar.delete_event", "mcp.calendar.update_event"]
     tomorrow = (datetime.now(ZoneInfo("America/Sao_Paulo")) + timedelta(days=1)).date()
     lunch = {"title": "Lunch with Ana", "start": f"{tomorrow}T12:30:00", "duration_minutes": 60}
 
@@ -285,7 +287,8 @@ async def test_the_calendar_example_proposes_then_creates_with_approval_then_lis
     listed = await app.mcp.links["calendar"].call("calendar.list_upcoming", {})
     assert "Lunch with Ana" not in listed["content"]  # a proposal writes nothing
 
-    fake_llm.add(Step.tool_calls(("mcp_calendar_create_events", {"events": [lunch]})),
+    proposal_id = proposal["result"]["structured"]["proposal_id"]
+    fake_llm.add(Step.tool_calls(("mcp_calendar_create_events", {"proposal_id": proposal_id})),
                  Step.text("I asked for your approval to add it."))
     await say(app, "yes")
     ((_, request),) = channel.confirmations

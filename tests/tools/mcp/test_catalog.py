@@ -14,13 +14,13 @@ from bruce.actions.confirmations import Confirmations
 from bruce.actions.registry import ToolRegistry
 from bruce.config.schema import MCPServerConfig
 from bruce.store import Store
-from tools.mcp.catalog import MAX_NAME, MAX_SCHEMA_CHARS, ServerTools, input_schema, url_arguments
+from tools.mcp.catalog import MAX_NAME, MAX_SCHEMA_CHARS, PREVIEW_META, ServerTools, input_schema, url_arguments
 
 OBJECT = {"type": "object", "properties": {"text": {"type": "string"}}}
 
 
-def tool(name: str, schema: Any = OBJECT, description: str = "Does a thing.") -> SimpleNamespace:
-    return SimpleNamespace(name=name, input_schema=schema, description=description)
+def tool(name: str, schema: Any = OBJECT, description: str = "Does a thing.", meta: Any = None) -> SimpleNamespace:
+    return SimpleNamespace(name=name, input_schema=schema, description=description, meta=meta)
 
 
 @pytest.fixture
@@ -47,6 +47,21 @@ async def test_listed_tools_are_registered_with_the_configured_risk(registry):
     assert (echo.contract.risk, wipe.contract.risk) == ("low", "high")  # high: the server's default
     assert wipe.contract.confirmation and not wipe.contract.autonomous and wipe.contract.untrusted_output
     assert [t["name"] for t in tools.status()] == ["mcp.srv.echo", "mcp.srv.wipe"]
+
+
+async def test_a_tool_previewed_by_a_low_risk_tool_gets_a_required_dry_run_and_only_then(registry):
+    tools = catalog(registry, tool_risk={"show": "low", "peek": "medium"})
+    previewed = {PREVIEW_META: "show"}
+    tools.refresh([tool("show"), tool("peek"), tool("write", meta=previewed),
+                   tool("poke", meta={PREVIEW_META: "peek"}),  # the preview is not low risk
+                   tool("self", meta={PREVIEW_META: "self"}), tool("ghost", meta={PREVIEW_META: "missing"})])
+    assert tools.previews == {"write": "show"}
+    dry = {n: registry.get(f"mcp.srv.{n}").contract.dry_run for n in ("write", "poke", "self", "ghost", "show")}
+    assert dry == {"write": "required", "poke": "none", "self": "none", "ghost": "none", "show": "none"}
+    assert registry.get("mcp.srv.write").contract.risk == "high"  # a preview never lowers a risk
+    tools = catalog(registry, tool_risk={"show": "low"}, disabled_tools=["show"])
+    tools.refresh([tool("show"), tool("write", meta=previewed)])
+    assert tools.previews == {}  # a tool you turned off previews nothing
 
 
 async def test_a_tool_keeps_its_wire_name_across_listings(registry):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-__all__ = ["CalendarStore", "Event", "NewEvent", "from_utc_text", "to_utc_text"]
+__all__ = ["CalendarStore", "Change", "Event", "EventNotFound", "NewEvent", "from_utc_text", "to_utc_text"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -45,6 +45,7 @@ class NewEvent:
     end: datetime
     location: str | None = None
     notes: str | None = None
+    uid: str | None = None  # a CalDAV backend stores the event under this UID; SQLite makes its own id
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,23 @@ class Event:
     location: str | None
     notes: str | None
     created_at: datetime
+    all_day: bool = False  # a date-only event: start and end are midnights in the calendar's timezone
+    recurring: bool = False  # one occurrence of a repeating event; its id is the series'
+
+
+class EventNotFound(Exception):
+    """No event has this id."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """New values for an event; ``None`` keeps the old one. ``start`` and ``end`` are aware."""
+
+    title: str | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    location: str | None = None
+    notes: str | None = None
 
 
 def to_utc_text(moment: datetime) -> str:
@@ -150,3 +168,30 @@ class CalendarStore:
         )
         row = conn.execute(f"SELECT {_COLUMNS} FROM events WHERE id = ?", (event_id,)).fetchone()
         return _event(row), True
+
+    def get(self, event_id: str) -> Event:
+        with self._connection() as conn:
+            row = conn.execute(f"SELECT {_COLUMNS} FROM events WHERE id = ?", (event_id,)).fetchone()
+        if row is None:
+            raise EventNotFound(event_id)
+        return _event(row)
+
+    def update(self, event_id: str, change: Change) -> Event:
+        """The event with ``change`` applied (``None`` fields keep their value)."""
+        old = self.get(event_id)
+        start, end = change.start or old.start, change.end or old.end
+        with self._connection() as conn:
+            conn.execute(
+                "UPDATE events SET title = ?, start_utc = ?, end_utc = ?, location = ?, notes = ? WHERE id = ?",
+                (change.title or old.title, to_utc_text(start), to_utc_text(end),
+                 old.location if change.location is None else change.location or None,
+                 old.notes if change.notes is None else change.notes or None, event_id),
+            )
+        return self.get(event_id)
+
+    def delete(self, event_id: str) -> Event:
+        """Remove the event; returns it as it was."""
+        old = self.get(event_id)
+        with self._connection() as conn:
+            conn.execute("DELETE FROM events WHERE id = ?", (event_id,))
+        return old

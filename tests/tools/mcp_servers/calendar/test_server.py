@@ -19,7 +19,9 @@ from tools.mcp_servers.calendar.store import Event
 
 REPO = Path(__file__).resolve().parents[4]
 ZONE = ZoneInfo("America/Sao_Paulo")  # UTC-03:00 all year (no DST since 2019)
-TOOLS = {"calendar.free_busy", "calendar.list_upcoming", "calendar.propose_events", "calendar.create_events"}
+TOOLS = {"calendar.free_busy", "calendar.list_upcoming", "calendar.propose_events", "calendar.create_events",
+         "calendar.show_proposal", "calendar.update_event", "calendar.delete_event", "calendar.show_change",
+         "calendar.show_event"}
 
 
 def _server_args(db: Path, timezone: str = "America/Sao_Paulo") -> list[str]:
@@ -48,22 +50,26 @@ def _tomorrow() -> date:
     return (datetime.now(ZONE) + timedelta(days=1)).date()
 
 
-async def test_lists_the_four_tools_with_object_schemas_and_rejects_bad_arguments(tmp_path: Path) -> None:
+async def test_lists_the_nine_tools_with_object_schemas_and_rejects_bad_arguments(tmp_path: Path) -> None:
     day = _tomorrow().isoformat()
     bad_calls: list[tuple[str, dict[str, Any], list[str]]] = [
-        ("calendar.create_events", {"events": [{"title": "", "start": f"{day}T10:00"}]}, ["events.0.title"]),
-        ("calendar.create_events", {"events": [{"title": "X", "start": "next friday"}]}, ["events.0.start", "ISO 8601"]),
+        ("calendar.propose_events", {"events": [{"title": "", "start": f"{day}T10:00"}]}, ["events.0.title"]),
+        ("calendar.propose_events", {"events": [{"title": "X", "start": "next friday"}]}, ["events.0.start", "ISO 8601"]),
         (
             "calendar.propose_events",
             {"events": [{"title": "X", "start": f"{day}T10:00", "end": f"{day}T09:00"}]},
             ["events.0.end", "not after start"],
         ),
         (
-            "calendar.create_events",
+            "calendar.propose_events",
             {"events": [{"title": "X", "start": f"{day}T10:00", "end": f"{day}T11:00", "duration_minutes": 5}]},
             ["events.0", "not both"],
         ),
-        ("calendar.create_events", {"events": [{"title": "X", "start": f"{day}T10:00"}] * 21}, ["events", "20"]),
+        ("calendar.propose_events", {"events": [{"title": "X", "start": f"{day}T10:00"}] * 21}, ["events", "20"]),
+        ("calendar.create_events", {"events": [{"title": "X", "start": f"{day}T10:00"}]}, ["proposal_id"]),
+        ("calendar.create_events", {"proposal_id": "pr_0000000000000000"}, ["unknown or expired"]),
+        ("calendar.update_event", {"id": "ev_nope", "title": "X"}, ["id: no event 'ev_nope'"]),
+        ("calendar.delete_event", {"id": "ev_nope"}, ["id: no event 'ev_nope'"]),
         ("calendar.free_busy", {"days": 15}, ["days", "14"]),
         ("calendar.free_busy", {"day_start": "18:00", "day_end": "09:00"}, ["day_end", "day_start"]),
     ]
@@ -87,7 +93,7 @@ async def test_lists_the_four_tools_with_object_schemas_and_rejects_bad_argument
         assert (await call(client, "calendar.list_upcoming", {}))["events"] == []
 
 
-async def test_propose_saves_nothing_create_saves_once_and_free_busy_shows_it(tmp_path: Path) -> None:
+async def test_propose_saves_nothing_create_saves_the_proposal_once_and_free_busy_shows_it(tmp_path: Path) -> None:
     day = _tomorrow().isoformat()
     dentist = {"title": "Dentist", "start": f"{day}T10:00", "duration_minutes": 60, "location": "Rua A, 10"}
     call_ana = {"title": "Call Ana", "start": f"{day}T10:30"}
@@ -100,7 +106,8 @@ async def test_propose_saves_nothing_create_saves_once_and_free_busy_shows_it(tm
         assert [(c["kind"], c["index"]) for c in first["conflicts"]] == [("proposed", 1)]
         assert (await call(client, "calendar.list_upcoming", {}))["events"] == []
 
-        created = await call(client, "calendar.create_events", {"events": [dentist]})
+        just_dentist = await call(client, "calendar.propose_events", {"events": [dentist]})
+        created = await call(client, "calendar.create_events", {"proposal_id": just_dentist["proposal_id"]})
         assert created["added"] == 1
         event_id = created["events"][0]["id"]
 
@@ -109,7 +116,9 @@ async def test_propose_saves_nothing_create_saves_once_and_free_busy_shows_it(tm
 
         # the same event again, written as UTC: returned, not duplicated
         same = {"title": "Dentist", "start": f"{day}T13:00Z", "end": f"{day}T14:00Z"}
-        repeat = await call(client, "calendar.create_events", {"events": [same]})
+        proposal = await call(client, "calendar.propose_events", {"events": [same]})
+        assert proposal["events"][0]["existing_id"] == event_id
+        repeat = await call(client, "calendar.create_events", {"proposal_id": proposal["proposal_id"]})
         assert (repeat["added"], repeat["already_saved"]) == (0, 1)
         assert repeat["events"][0]["id"] == event_id
 
@@ -122,6 +131,17 @@ async def test_propose_saves_nothing_create_saves_once_and_free_busy_shows_it(tm
         tomorrow = next(d for d in free_busy["days"] if d["date"] == day)
         assert [b["id"] for b in tomorrow["busy"]] == [event_id]
         assert [(r["start"][11:16], r["end"][11:16]) for r in tomorrow["free"]] == [("08:00", "10:00"), ("11:00", "20:00")]
+
+        edit = {"id": event_id, "start": f"{day}T15:00", "notes": "fasting"}
+        shown = await call(client, "calendar.show_change", edit)
+        assert (shown["before"]["start"], shown["event"]["start"]) == (f"{day}T10:00-03:00", f"{day}T15:00-03:00")
+        assert (await call(client, "calendar.list_upcoming", {}))["events"][0]["start"] == f"{day}T10:00-03:00"
+        moved = await call(client, "calendar.update_event", edit)
+        assert moved == shown  # the preview is what happened
+        assert (moved["event"]["start"], moved["event"]["end"], moved["event"]["notes"]) == (
+            f"{day}T15:00-03:00", f"{day}T16:00-03:00", "fasting")
+        assert (await call(client, "calendar.delete_event", {"id": event_id}))["deleted"]["title"] == "Dentist"
+        assert (await call(client, "calendar.list_upcoming", {}))["events"] == []
 
 
 def test_a_bad_timezone_is_a_clear_error_with_exit_status_2(tmp_path: Path) -> None:

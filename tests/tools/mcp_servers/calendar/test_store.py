@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.mcp_servers.calendar.store import CalendarStore, NewEvent, from_utc_text, to_utc_text
+from tools.mcp_servers.calendar.store import CalendarStore, Change, EventNotFound, NewEvent, from_utc_text, to_utc_text
 
 T = datetime(2030, 1, 10, 13, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -70,3 +70,16 @@ def test_upcoming_skips_ended_events_and_stops_at_the_limit(tmp_path: Path) -> N
                   event("later", T + 3 * HOUR), event("next week", T + timedelta(days=7))], now=T)
     assert [e.title for e in store.upcoming(T, T + timedelta(days=1), limit=10)] == ["running", "next", "later"]
     assert [e.title for e in store.upcoming(T, T + timedelta(days=1), limit=2)] == ["running", "next"]
+
+
+def test_update_keeps_what_it_is_not_given_and_delete_removes_the_event(tmp_path: Path) -> None:
+    store = CalendarStore(tmp_path / "cal.db")
+    [(stored, _)] = store.create([event("Gym", T, location="Club")], now=T)
+    moved = store.update(stored.id, Change(start=T + HOUR, end=T + 2 * HOUR, notes="bring shoes"))
+    assert (moved.title, moved.start, moved.end, moved.location, moved.notes) == (
+        "Gym", T + HOUR, T + 2 * HOUR, "Club", "bring shoes")
+    assert store.update(stored.id, Change(location="")).location is None  # an empty text clears it
+    assert store.delete(stored.id).title == "Gym"
+    assert store.overlapping(T - HOUR, T + 3 * HOUR) == []
+    with pytest.raises(EventNotFound):
+        store.delete(stored.id)
