@@ -12,29 +12,15 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
 from playwright.async_api import async_playwright
 
 from bruce.admin import AdminServer
-from bruce.app import build_app
 from bruce.values import ConversationId
-from channels.web_chat import WebChat
 from tests.e2e.browser import chromium, console_errors
 from tests.fakes.llm_server import Step
 from tests.helpers import say
 
 TOKEN = "browser-test-admin-token-0123456789"
-
-
-@pytest.fixture
-async def app(make_config, clock, channel, tmp_path):
-    """The app with the web chat beside the test channel, and a notes folder files.write may use."""
-    (tmp_path / "notes").mkdir()
-    config = make_config(tools={"files": {"notes_dir": str(tmp_path / "notes")}})
-    built = await build_app(config, clock=clock, environ={}, extra_channels=[channel, WebChat(clock=clock)])
-    await built.start()
-    yield built
-    await built.stop()
 
 
 async def test_the_owner_reviews_a_turn_chats_approves_and_pauses_a_job_in_the_browser(app, fake_llm, tmp_path: Path):

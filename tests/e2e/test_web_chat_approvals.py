@@ -10,28 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from playwright.async_api import async_playwright
 
 from bruce.admin import AdminServer
-from bruce.app import build_app
-from channels.web_chat import WebChat
 from tests.e2e.browser import chromium, console_errors, log_in
 from tests.fakes.llm_server import Step
 from tests.helpers import rows, say
 
 TOKEN = "browser-test-admin-token-0123456789"
 ZONE = "-03 (America/Sao_Paulo)"
-
-
-@pytest.fixture
-async def app(make_config, clock, channel, tmp_path):
-    (tmp_path / "notes").mkdir()
-    config = make_config(tools={"files": {"notes_dir": str(tmp_path / "notes")}})
-    built = await build_app(config, clock=clock, environ={}, extra_channels=[channel, WebChat(clock=clock)])
-    await built.start()
-    yield built
-    await built.stop()
 
 
 async def test_a_pending_approval_survives_a_reload_and_runs_once(app, fake_llm, tmp_path: Path):

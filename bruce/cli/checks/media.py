@@ -7,6 +7,7 @@ in-memory database. Hearing no words in it is an answer too."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import wave
 from collections.abc import Mapping
@@ -112,10 +113,9 @@ async def _transcribe_silence(config: Config, raw: Any, environ: Mapping[str, st
         transcription = Transcription(config.media, llm, store=store, clock=clock, budget=None, environ=environ)
         started = clock.monotonic()
         try:
-            await transcription.transcribe(silent_wav(), file_name="doctor-silence.wav", mime="audio/wav",
-                                           scope=scope)
-        except MediaError:
-            pass  # it answered, and heard no words in silence
+            with contextlib.suppress(MediaError):  # it answered, and heard no words in silence
+                await transcription.transcribe(silent_wav(), file_name="doctor-silence.wav", mime="audio/wav",
+                                               scope=scope)
         except LLMNotConfigured as exc:
             return Finding(Mark.FAIL, f"{label}: no API key or endpoint configured", exc.hint)
         except LLMUnavailable as exc:

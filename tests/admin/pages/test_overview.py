@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from bruce.admin import AdminServer
@@ -21,17 +20,6 @@ async def _turns(app, fake_llm) -> None:
     fake_llm.add(Step.tool_calls(("clock_now", {})), Step.text("It is 09:00."), Step.error(400, "bad request"))
     await say(app, "what time is it?")
     await say(app, "and now?")
-
-
-@pytest.fixture
-async def admin(app):
-    """The admin page as the daemon serves it: in the owner's zone (America/Sao_Paulo), with its health."""
-    server = AdminServer(store=app.store, clock=app.clock, token=ADMIN_TOKEN, host="127.0.0.1", port=0,
-                         health=app._health, jobs=app.jobs, zone=app.config.assistant.zone)
-    client = TestClient(TestServer(server.app))
-    await client.start_server()
-    yield client
-    await client.close()
 
 
 async def test_the_overview_shows_today_upcoming_jobs_health_and_the_last_failures(app, admin, fake_llm):
