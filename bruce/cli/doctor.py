@@ -1,7 +1,7 @@
 """``bruce doctor``: is this setup ready to start? One line per check, greppable:
 
     ✓ what is fine
-    ✗ what blocks start-up — fix: what to do
+    ✗ what blocks start-up, or a login that fails — fix: what to do
     ! what works but deserves a look — fix: what to do
     – what was not checked, and why
 

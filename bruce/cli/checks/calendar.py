@@ -17,6 +17,7 @@ from pydantic import SecretStr
 
 from bruce.cli.checks.findings import Finding, Mark, fill, variable
 from bruce.cli.checks.mail import app_password, why_unreachable
+from bruce.config.email import is_loopback
 from bruce.config.schema import MCPServerConfig
 
 __all__ = ["caldav_url", "check_calendars"]
@@ -91,6 +92,14 @@ def _find_calendar(url: str, user: str | None, password: str | None, timeout_s: 
     return str(props.get("{DAV:}displayname") or _shown(url))
 
 
+def _advice(url: str) -> str:
+    """What to know about the password the provider at ``url`` wants."""
+    host = urlsplit(url).hostname or ""
+    if host.endswith(("google.com", "googleusercontent.com")):
+        return "Google Calendar's CalDAV needs OAuth, which the calendar server does not do"
+    return app_password(host)
+
+
 def _secret(env: Mapping[str, SecretStr], key: str) -> str:
     value = env.get(key)
     return value.get_secret_value() if value is not None else ""
@@ -113,7 +122,7 @@ def _failed(exc: BaseException, name: str, url: str, user: str, raw: Any, timeou
         login = f"for {user}" if user else "(no CALDAV_USERNAME set)"
         return Finding(Mark.FAIL, f"{label}: {host} refused the login {login}",
                        f"check CALDAV_USERNAME and CALDAV_PASSWORD{f' (${var})' if var else ''} in {where}; "
-                       f"{app_password(host, user)}")
+                       f"{_advice(url)}")
     unreachable = why_unreachable(exc, timeout_s, host)
     if unreachable is not None:
         text, fix = unreachable
@@ -122,13 +131,29 @@ def _failed(exc: BaseException, name: str, url: str, user: str, raw: Any, timeou
                    "check the URL after --caldav, and that it is a CalDAV server")
 
 
+def _url_problem(url: str) -> str | None:
+    """Why the calendar server will refuse ``url`` at start (as ``tools/mcp_servers/calendar`` does), or None."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return "is not an http(s) URL such as https://dav.example.org/user/calendar/"
+    if parts.username or parts.password:
+        return "holds a login; put it in CALDAV_USERNAME and CALDAV_PASSWORD in the server's env instead"
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
+        return "uses http to another machine; use https, so that the password is not sent in clear"
+    return None
+
+
 async def _calendar(name: str, url: str, env: Mapping[str, SecretStr], raw: Any, timeout_s: float) -> Finding:
     user, password = _secret(env, "CALDAV_USERNAME"), _secret(env, "CALDAV_PASSWORD")
     label = f"calendar {name} (CalDAV)"
+    problem = _url_problem(url)
+    if problem is not None:
+        return Finding(Mark.FAIL, f"{label}: the URL after --caldav {_shown(url)[:100]!r} {problem}",
+                       f"correct mcp_servers.{name}.args")
     if user and not password:
         var = variable(raw, "mcp_servers", name, "env", "CALDAV_PASSWORD")
         return Finding(Mark.FAIL, f"{label}: no password" + (f" (${var} is empty)" if var else ""),
-                       fill(var, f"the calendar's password ({app_password(urlsplit(url).netloc, user)})",
+                       fill(var, f"the calendar's password ({_advice(url)})",
                             f"mcp_servers.{name}.env.CALDAV_PASSWORD"))
     try:
         shown = await asyncio.wait_for(asyncio.to_thread(_find_calendar, url, user, password, timeout_s), timeout_s)

@@ -81,6 +81,43 @@ async def test_servers_without_caldav_or_disabled_give_no_line():
     assert await check(raw) == []
 
 
+async def test_google_is_told_it_needs_oauth_not_an_app_password():
+    url = "https://apidata.googleusercontent.com/caldav/v2/me%40gmail.com/events/"
+    (line,) = await check(servers(url), {})
+    assert line.startswith("✗ calendar work (CalDAV): no password ($CALDAV_PASSWORD is empty) — fix: set "
+                           "CALDAV_PASSWORD to the calendar's password (Google Calendar's CalDAV needs OAuth, ")
+
+
+async def test_a_server_that_never_answers_times_out_within_the_timeout():
+    import socket
+    import time
+
+    with socket.socket() as silent:  # takes connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        raw = servers(f"http://127.0.0.1:{port}/{USER}/work/")
+        config = {name: MCPServerConfig.model_validate(expand(s, ENV)) for name, s in raw["mcp_servers"].items()}
+        started = time.monotonic()
+        (found,) = await check_calendars(config, raw, 0.5)
+        assert time.monotonic() - started < 3
+    assert found.line() == (f"✗ calendar work (CalDAV): 127.0.0.1:{port} did not answer within 0.5 s — fix: check "
+                            "host and port, and that a firewall lets it through (the URL after --caldav)")
+
+
+async def test_a_url_the_calendar_server_would_refuse_is_a_cross_without_its_login():
+    lines = await check({"mcp_servers": {
+        "clear": servers("http://dav.example.org/ana/work/")["mcp_servers"]["work"],
+        "login": servers("https://ana:hunter2-secret@dav.example.org/ana/work/")["mcp_servers"]["work"],
+    }})
+    assert lines == [
+        "✗ calendar clear (CalDAV): the URL after --caldav 'http://dav.example.org/ana/work/' uses http to another "
+        "machine; use https, so that the password is not sent in clear — fix: correct mcp_servers.clear.args",
+        "✗ calendar login (CalDAV): the URL after --caldav 'https://dav.example.org/ana/work/' holds a login; put it "
+        "in CALDAV_USERNAME and CALDAV_PASSWORD in the server's env instead — fix: correct mcp_servers.login.args",
+    ]
+
+
 def test_the_url_is_read_from_either_form_of_the_option():
     assert caldav_url(["-m", "tools.mcp_servers.calendar", "--caldav", "https://dav.example.org/c/"]) == (
         "https://dav.example.org/c/")
