@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bruce.cli.checks.mail import app_password, check_email
+from bruce.cli.checks.mail import app_password, check_email, why_unreachable
 from bruce.config.email import EmailConfig
 from bruce.config.reader import expand
 from tests.tools.email.conftest import PASSWORD, USER, ImapServer, SmtpServer, free_port
@@ -152,3 +152,20 @@ def test_the_app_password_advice_names_the_provider():
     assert app_password("caldav.icloud.com", "").startswith("iCloud needs an app-specific password")
     assert app_password("mail.example.org", "me@example.org") == (
         "Gmail, Fastmail and iCloud need an app password, not the account's own")
+
+
+def test_a_certificate_that_is_not_accepted_is_named_with_the_reason():
+    """What ssl raises for a self-signed or expired certificate (wrapped by the libraries) becomes the line's text."""
+    import ssl
+
+    refused = ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+    refused.verify_message = "self-signed certificate"
+    try:
+        try:
+            raise refused
+        except ssl.SSLError as exc:
+            raise OSError("connection failed") from exc
+    except OSError as wrapped:
+        assert why_unreachable(wrapped, 5, "imap.example.org:993") == (
+            "its TLS certificate is not accepted (self-signed certificate)",
+            "use the host name the certificate of imap.example.org:993 is made for, or renew the certificate")
