@@ -34,7 +34,7 @@ from bruce.records import JobRecord
 from bruce.store import Store
 from bruce.values import OWNER, ConversationId, ExecutionMode, JobStatus, Notify
 
-__all__ = ["BRIEFING_ID", "Briefing", "BriefingPlan", "briefing_warnings"]
+__all__ = ["BRIEFING_ID", "CALENDAR_READS", "Briefing", "BriefingPlan", "briefing_warnings", "known_senders"]
 
 log = structlog.get_logger(__name__)
 
