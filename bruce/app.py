@@ -29,6 +29,7 @@ from bruce.config.schema import ChannelSection, Config
 from bruce.contracts import ToolContract, ToolHandler
 from bruce.errors import ConfigError, ContractError
 from bruce.jobs.book import JobBook
+from bruce.jobs.briefing import Briefing, BriefingPlan
 from bruce.jobs.scheduler import Scheduler, SchedulerSettings
 from bruce.limits import RateLimiter
 from bruce.llm.budget import Budget
@@ -326,7 +327,7 @@ async def _assemble(config: Config, store: Store, clock: Clock, environ: Mapping
         s = config.scheduler
         scheduler = Scheduler(store=store, clock=clock, book=jobs, doors=worker, notices=outbox, budget=llm.budget,
                               settings=SchedulerSettings(misfire_grace_s=s.misfire_grace_s, max_failures=s.max_failures),
-                              leases=leases)
+                              leases=leases, briefing=Briefing(store=store, clock=clock, plan=BriefingPlan.of(config)))
     mcp = await connect_mcp(config, registry, clock) if config.mcp_servers else None
     control = Control(doors=worker, channels=channels, scheduler=scheduler, mcp=mcp)
     return App(config=config, clock=clock, store=store, llm=llm, registry=registry, worker=worker, outbox=outbox,

@@ -12,6 +12,7 @@ from bruce.cli.checks.media import media_problems, media_warnings
 from bruce.config.rules import MIN_ADMIN_TOKEN, admin_token_problem, channel_problems, is_loopback, unknown_overrides
 from bruce.config.schema import Config
 from bruce.errors import ConfigError, ContractError
+from bruce.jobs.briefing import briefing_warnings
 from bruce.runtime.event_loop import loop_factory
 
 __all__ = ["check_config", "check_start", "config_warnings"]
@@ -74,4 +75,4 @@ def check_start(config: Config, *, source: str | None = None) -> None:
 def config_warnings(config: Config) -> list[str]:
     """What start-up accepts but is likely not what was meant, each naming its key
     (``bruce config check`` prints them; ``bruce doctor`` shows them as ``!`` lines)."""
-    return media_warnings(config)
+    return media_warnings(config) + briefing_warnings(config)

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from bruce.config.briefing import BriefingConfig
 from bruce.config.email import EmailConfig
 from bruce.config.people import AccessConfig, PeopleConfig
 from bruce.config.rules import allowed_host, allowed_url, blank_to_none, ids_as_text
@@ -278,6 +279,7 @@ class SchedulerConfig(_Model):
     max_failures: int = Field(3, ge=1, le=100)  # consecutive failed deliveries that flag a job
     dedup_window_s: int = Field(600, ge=0, le=86400)  # the same job created again within this returns the first
     max_active_jobs: int = Field(50, ge=1, le=10_000)  # live (active or paused) jobs per conversation
+    briefing: BriefingConfig = BriefingConfig()  # the morning briefing job (bruce.jobs.briefing); off by default
 
 
 class LimitsConfig(_Model):

@@ -14,7 +14,8 @@ process or ``bruce jobs`` changed). A firing:
 3. delivers through the worker's doors: ``post`` (message mode: the text as written, no model;
    a link to an artifact that does not exist is taken out, ``bruce.jobs.links``) or
    ``run_proactive`` (agent mode: ``content`` is the run's instruction; no ``proactive.*`` tool,
-   no tool that needs approval, nothing sent when the answer is the quiet token). A run of an
+   the briefing read tools only (``doors.tools_for``), no tool that needs approval, nothing sent
+   when the answer is the quiet token). A run of an
    ``untrusted`` job starts tainted and stops at a tool needing a yes (``bruce.jobs.held``);
 4. records the outcome (status, delivered text or error, lateness) and moves the job on: a
    one-off is ``done`` once its delivery is stored; a recurring job gets its next run.
@@ -23,7 +24,8 @@ At start-up (``start``), before arming: runs a stopped process left ``running`` 
 (their message was stored: delivered; an agent run that acted: interrupted, never run twice;
 nothing stored: the claim is released and the run fires again), then what fell due while
 Bruce was down: a one-off within ``misfire_grace_s`` fires once, beyond it is marked ``missed``
-and the user told once; a recurring job fires once for all its missed runs (coalesced).
+and the user told once; a recurring job fires once for all its missed runs (coalesced). The
+configured briefing is made, updated or cancelled before that (``bruce.jobs.briefing``).
 
 One process per database runs the scheduler: the holder of its ``scheduler`` lease, kept in the
 database (``bruce.runtime.leases``), so any path to the file finds it. A claim records its process
@@ -45,8 +47,9 @@ from apscheduler.triggers.date import DateTrigger
 from bruce.clock import Clock, parse_iso, utc_iso
 from bruce.errors import ShuttingDown, StoreError
 from bruce.jobs.book import QUIET_TOKEN, JobBook
+from bruce.jobs.briefing import Briefing
 from bruce.jobs.catch_up import CatchUp, Notices, ms
-from bruce.jobs.doors import Doors, no_proactive_tools
+from bruce.jobs.doors import Doors, no_proactive_tools, tools_for
 from bruce.jobs.held import record_held
 from bruce.llm.budget import Budget
 from bruce.records import JobRecord, JobRunRecord
@@ -78,8 +81,10 @@ class SchedulerSettings:
 
 class Scheduler:
     def __init__(self, *, store: Store, clock: Clock, book: JobBook, doors: Doors, notices: Notices,
-                 settings: SchedulerSettings, budget: Budget | None = None, leases: Leases | None = None) -> None:
+                 settings: SchedulerSettings, budget: Budget | None = None, leases: Leases | None = None,
+                 briefing: Briefing | None = None) -> None:
         self._budget = budget
+        self._briefing = briefing  # kept in line with the config at each start (``bruce.jobs.briefing``)
         self._jobs = store.jobs
         self._lease_store = store.leases
         self._leases = leases  # None: no lease (tests that run two schedulers on purpose)
@@ -124,6 +129,11 @@ class Scheduler:
 
     async def _begin(self) -> None:
         await self._settle_unfinished()
+        if self._briefing is not None:
+            try:
+                await self._briefing.keep()
+            except Exception:  # the other jobs still run
+                log.exception("briefing.keep_failed")
         await CatchUp(store_jobs=self._jobs, book=self._book, notices=self._notices, clock=self._clock,
                       grace_s=self._settings.misfire_grace_s).run()
         self._timer = AsyncIOScheduler(timezone=UTC, job_defaults={"misfire_grace_time": None, "coalesce": True,
@@ -327,7 +337,7 @@ class Scheduler:
         # a trusted job's content stands for the owner's words in its run: a URL in it was not composed by
         # the run. An untrusted job's is not the owner's: its URLs count as composed (asked, so the run holds)
         outcome = await self._doors.run_proactive(conversation, job.content, job_id=job.id,  # as the job's person
-                                                  tools=no_proactive_tools, quiet_token=quiet, tainted=job.untrusted,
+                                                  tools=tools_for(job.id), quiet_token=quiet, tainted=job.untrusted,
                                                   owner_text="" if job.untrusted else job.content, person=job.person)
         if outcome.held is not None:
             return await record_held(self._jobs, self._notices, job, run_id, outcome.turn_id, outcome.held), None

@@ -54,6 +54,16 @@ class JobStore:
                              values)
         return job, True
 
+    async def insert_new(self, job: JobRecord) -> bool:
+        """Store ``job`` unless a job with its id exists already (False then): a job with a fixed id
+        (the configured briefing) is made once, whichever process makes it first."""
+        names = [f.name for f in fields(JobRecord)]
+        values = [str(job.status) if n == "status" else getattr(job, n) for n in names]
+        _, count = await self._db.execute(
+            f"INSERT INTO proactive_jobs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+            " ON CONFLICT (id) DO NOTHING", values)
+        return count == 1
+
     async def get(self, job_id: str) -> JobRecord | None:
         row = await self._db.row("SELECT * FROM proactive_jobs WHERE id = ?", (job_id,))
         return from_row(JobRecord, row) if row else None

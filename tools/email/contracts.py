@@ -22,9 +22,13 @@ SEND_FAILURES = ("recipient_not_allowed", "auth_failed", "smtp_unavailable", "re
 EMAILS_SEARCH = ToolContract(
     name="emails.search", activity="Searching your email", category="email", risk=Risk.LOW,
     description=("Search the owner's mailbox by sender, subject, text, unread and date range (YYYY-MM-DD). "
-                 "Returns headers and a short snippet per message, newest first; use emails.read for one message."),
+                 "Returns headers and a short snippet per message, newest first; use emails.read for one message. "
+                 "'senders' keeps only messages whose From address is one of these addresses or at one of these "
+                 "@domains (exactly, not a part of the name)."),
     input_schema={"type": "object", "properties": {
         "from": {"type": "string", "maxLength": 200}, "subject": {"type": "string", "maxLength": 200},
+        "senders": {"type": "array", "items": {"type": "string", "pattern": r"^[^@\s]*@[^@\s]+$", "maxLength": 320},
+                    "minItems": 1, "maxItems": 50},
         "text": {"type": "string", "maxLength": 200}, "unread": {"type": "boolean"},
         "since": _DATE, "before": _DATE, "folder": {"type": "string", "maxLength": 200},
         "limit": {"type": "integer", "minimum": 1, "maximum": 50}}, "additionalProperties": False},

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import imaplib
 import ssl
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date
 from email.header import decode_header, make_header
@@ -24,10 +24,11 @@ from bruce.errors import ToolFailed
 from bruce.safe_text import visible
 from tools.email.message import one_line
 
-__all__ = ["Mailbox", "search_criteria"]
+__all__ = ["Mailbox", "search_criteria", "from_known"]
 
 T = TypeVar("T")
 SNIPPET_BYTES = 2048
+MAX_SCANNED = 500  # messages whose From is checked against ``senders``, newest first
 
 
 def _header(raw: bytes | None) -> str:
@@ -55,6 +56,9 @@ def search_criteria(args: dict[str, Any]) -> list[Any]:
     for key, imap_key in (("from", "FROM"), ("subject", "SUBJECT"), ("text", "TEXT")):
         if args.get(key):
             criteria += [imap_key, args[key]]
+    senders = args.get("senders") or []
+    if senders:  # the server narrows (FROM matches any part of the header); ``from_known`` decides
+        criteria += ["OR"] * (len(senders) - 1) + [item for s in senders for item in ("FROM", s)]
     if args.get("unread"):
         criteria.append("UNSEEN")
     if args.get("since"):
@@ -62,6 +66,24 @@ def search_criteria(args: dict[str, Any]) -> list[Any]:
     if args.get("before"):
         criteria += ["SENTBEFORE", date.fromisoformat(args["before"])]
     return criteria or ["ALL"]
+
+
+def from_known(client: IMAPClient, uids: list[int], senders: Sequence[str]) -> list[int]:
+    """Those of ``uids`` whose From address is one of ``senders`` (``name@domain``) or at one of
+    their domains (``@domain``), compared whole and without case."""
+    wanted = {s.lower() for s in senders}
+    if not uids:
+        return []
+    envelopes = client.fetch(uids, ["ENVELOPE"])
+    kept = []
+    for uid in uids:
+        env = envelopes.get(uid, {}).get(b"ENVELOPE")
+        for a in (env.from_ or ()) if env is not None else ():
+            address = f"{(a.mailbox or b'').decode('utf-8', 'replace')}@{(a.host or b'').decode('utf-8', 'replace')}"
+            if address.lower() in wanted or "@" + address.lower().rpartition("@")[2] in wanted:
+                kept.append(uid)
+                break
+    return kept
 
 
 class Mailbox:
@@ -100,9 +122,15 @@ class Mailbox:
                 pass
 
     @staticmethod
-    def summaries(client: IMAPClient, folder: str, criteria: list[Any], limit: int) -> list[dict[str, Any]]:
+    def summaries(client: IMAPClient, folder: str, criteria: list[Any], limit: int,
+                  senders: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """The newest ``limit`` messages found; given ``senders``, only those whose From address is
+        one of them, or at one of their @domains (a display name or a look-alike never counts)."""
         client.select_folder(folder, readonly=True)
-        uids = sorted(client.search(criteria), reverse=True)[:limit]
+        uids = sorted(client.search(criteria), reverse=True)
+        if senders:
+            uids = from_known(client, uids[:MAX_SCANNED], senders)
+        uids = uids[:limit]
         if not uids:
             return []
         fetched = client.fetch(uids, ["ENVELOPE", "FLAGS", "RFC822.SIZE", f"BODY.PEEK[TEXT]<0.{SNIPPET_BYTES}>"])

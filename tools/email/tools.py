@@ -39,7 +39,8 @@ class Email:
         folder = args.get("folder", "INBOX")
         criteria = search_criteria(args)
         limit = int(args.get("limit", 10))
-        found = await self._mailbox.run(lambda c: Mailbox.summaries(c, folder, criteria, limit))
+        senders = tuple(args.get("senders") or ())
+        found = await self._mailbox.run(lambda c: Mailbox.summaries(c, folder, criteria, limit, senders))
         return {"messages": found}
 
     async def read(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:

@@ -72,6 +72,21 @@ async def test_search_by_sender_subject_text_unread_and_dates(mail):
     assert await search(mail, **{"from": "nobody@example.org"}) == []
 
 
+def plain(sender: bytes, message_id: bytes) -> bytes:
+    return (b"From: " + sender + b"\r\nTo: me@example.org\r\nSubject: Hello\r\n"
+            b"Date: Sat, 05 Dec 2026 08:00:00 +0000\r\nMessage-ID: " + message_id + b"\r\n\r\nHi.\r\n")
+
+
+async def test_senders_keeps_only_mail_whose_from_address_is_listed_or_at_a_listed_domain(mail, imap):
+    imap.seed("INBOX", plain(b'"ana@example.net" <mallory@evil.example>', b"<spoof@evil.example>"))  # the name only
+    imap.seed("INBOX", plain(b"Diana <diana@example.net>", b"<diana@example.net>"))  # contains 'ana@example.net'
+    imap.seed("INBOX", plain(b"Rita <rita@shop.example.evil.example>", b"<look@evil.example>"))  # not shop.example
+    known = await search(mail, senders=["Ana@Example.net", "@shop.example"], unread=True)
+    assert sorted(m["message_id"] for m in known) == ["<html1@shop.example>", "<inj1@example.net>"]
+    assert [m["message_id"] for m in await search(mail, senders=["joao@example.pt"], limit=1)] == ["<l1@example.pt>"]
+    assert await search(mail, senders=["nobody@example.org"]) == []
+
+
 async def test_an_html_only_email_reads_as_text(mail):
     [found] = await search(mail, subject="shipped")
     out = await mail["emails.read"]({"uid": found["uid"]}, ctx())
