@@ -48,8 +48,8 @@ class TestCA:
         return ssl.create_default_context(cafile=str(self.ca_file))
 
 
-def make_ca(folder: Path, name: str = "Bruce Test CA") -> TestCA:
-    """A new CA and a server certificate for 127.0.0.1, ::1 and localhost, in ``folder``."""
+def make_ca(folder: Path, name: str = "Bruce Test CA", hosts: tuple[str, ...] = _HOSTS) -> TestCA:
+    """A new CA and a server certificate for ``hosts`` (127.0.0.1, ::1 and localhost), in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     now = datetime.now(UTC) - timedelta(minutes=5)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -65,10 +65,14 @@ def make_ca(folder: Path, name: str = "Bruce Test CA") -> TestCA:
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = [x509.DNSName("localhost")]
-    names += [x509.IPAddress(ipaddress.ip_address(h)) for h in _HOSTS if h != "localhost"]
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
     cert = (
-        x509.CertificateBuilder().subject_name(_name("localhost")).issuer_name(ca_cert.subject)
+        x509.CertificateBuilder().subject_name(_name(hosts[0])).issuer_name(ca_cert.subject)
         .public_key(key.public_key()).serial_number(x509.random_serial_number())
         .not_valid_before(now).not_valid_after(now + timedelta(days=2))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)

@@ -16,8 +16,8 @@ from bruce.config.loader import parse_config
 from bruce.contracts import ToolContext
 from bruce.errors import ConfigError, ToolFailed
 from tests.fakes.clock import FakeClock
-from tests.fakes.tls import TestCA
-from tests.tools.email.conftest import PASSWORD, USER, ImapServer, TlsSmtpServer, free_port, pymap
+from tests.fakes.tls import TestCA, make_ca
+from tests.tools.email.conftest import PASSWORD, USER, ImapServer, TlsSmtpServer, free_port, pymap, smtp_server
 from tools.email.tools import email_tools
 
 MESSAGE = {"to": ["ana@example.net"], "subject": "Dinner on Friday", "body": "Hi Ana,\n\nFriday at 8 works.\n"}
@@ -74,6 +74,16 @@ async def test_a_certificate_bruce_does_not_trust_sends_nothing(request: pytest.
     text = str(info.value)
     assert "certificate" in text and "ca_file" in text and "not sent" in text
     assert smtp.attempts == 0 and smtp.logins == 0 and imap.messages("Sent") == []
+
+
+async def test_a_certificate_for_another_name_sends_nothing(tmp_path: Path, imap: ImapServer, ca: TestCA) -> None:
+    elsewhere = make_ca(tmp_path / "elsewhere", hosts=("mail.example.org",))  # trusted, but not for 127.0.0.1
+    with smtp_server(ssl_context=elsewhere.server_context()) as smtp:
+        send = tools(server(imap.port, "none"), server(smtp.port, "ssl", elsewhere))["emails.send_external"]
+        with pytest.raises(ToolFailed) as info:
+            await send(MESSAGE, ctx())
+    assert info.value.code == "smtp_unavailable" and "mismatch" in str(info.value).lower()
+    assert smtp.attempts == 0 and smtp.logins == 0
 
 
 async def test_starttls_against_a_server_that_does_not_offer_it_never_sends_in_clear(
