@@ -1,7 +1,7 @@
 """``bruce doctor``: is this setup ready to start? One line per check, greppable:
 
     ✓ what is fine
-    ✗ what blocks start-up — fix: what to do
+    ✗ what blocks start-up, or a login that fails — fix: what to do
     ! what works but deserves a look — fix: what to do
     – what was not checked, and why
 
@@ -11,7 +11,9 @@ came from (``$TELEGRAM_BOT_TOKEN``), or by its last four characters when the con
 The LLM check makes one tiny call per model (primary and each fallback) through ``LLMService``,
 recorded in a scratch in-memory database: the real one is only opened, never written by a call.
 The media check says ``media: off`` or ``voice: not set up``, else sends the transcription model
-half a second of silence and reports how long it took to answer.
+half a second of silence and reports how long it took to answer. The email check logs in to the
+IMAP and the SMTP server (never MAIL FROM: no mail is sent); the calendar check logs in to each
+CalDAV calendar an MCP server is given (``--caldav URL``) and finds the calendar there.
 The checks themselves are in ``bruce/cli/checks/``, one module per subject.
 """
 
@@ -25,7 +27,9 @@ from pathlib import Path
 
 from bruce.cli.check import check_config, config_warnings
 from bruce.cli.checks.admin import check_admin
+from bruce.cli.checks.calendar import check_calendars
 from bruce.cli.checks.findings import Finding, Mark, check_secrets_in_file
+from bruce.cli.checks.mail import check_email
 from bruce.cli.checks.media import check_media
 from bruce.cli.checks.models import check_models
 from bruce.cli.checks.platforms import check_channels, check_daemon, check_mcp
@@ -89,6 +93,8 @@ async def _run_checks(config: Config, raw: object, environ: Mapping[str, str], *
                   else [Finding(Mark.SKIP, "llm: not called (--no-llm)")],
                   await check_media(config, raw, environ, timeout_s, call=llm),
                   await check_channels(config, raw, timeout_s), daemon, check_mcp(config),
+                  await check_calendars(config.mcp_servers, raw, timeout_s),
+                  await check_email(config.tools.email, raw, timeout_s),
                   check_admin(config, raw, daemon_running=daemon[0].mark is Mark.OK), check_systemd(config, unit)):
         for finding in found:
             out(finding.line())

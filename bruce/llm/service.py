@@ -130,6 +130,7 @@ class LLMService:
         self._breaker = CircuitBreaker(failures=config.circuit_failures, cooldown_s=config.circuit_cooldown_s,
                                        clock=clock)
         self._spent: OrderedDict[str, float] = OrderedDict()  # turn id -> seconds spent waiting on models
+        self._unpriced: set[tuple[str, str]] = set()  # (model, provider) litellm has no price for: not asked again
 
     async def warm_up(self) -> None:
         """Import litellm (about 3 s, 170 MB) off the event loop, before the first message needs
@@ -326,7 +327,7 @@ class LLMService:
             log.info("llm.call_failed", model=endpoint.model, seq=seq, reason=outcome.reason,
                      detail=str(exc)[:300])
             raise outcome from exc
-        cost = reply_cost(litellm, response)
+        cost = reply_cost(litellm, response, self._unpriced)
         await self._record(
             scope, seq, endpoint.model, LLMCallStatus.OK, started,
             prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost_usd=cost,

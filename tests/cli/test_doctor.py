@@ -236,3 +236,72 @@ async def test_the_llm_line_reports_the_models_own_time_not_the_start_up(tmp_pat
     (line,) = [line for line in lines if line.startswith("✓ llm openai/primary: answered in ")]
     seconds = float(line.removeprefix("✓ llm openai/primary: answered in ").removesuffix(" s"))
     assert 0.3 <= seconds < 1.0, line
+
+
+def mail_and_calendar(tmp_path: Path, imap_port: int, smtp_port: int, caldav: str) -> Path:
+    """A setup with the mailbox (tools.email) and a CalDAV calendar, every password from .env."""
+    from tests.tools.email.conftest import USER as MAIL_USER
+    from tests.tools.mcp_servers.calendar.radicale import USER as DAV_USER
+
+    server = {"host": "127.0.0.1", "security": "none", "user": MAIL_USER}
+    return write(tmp_path, {
+        "admin": {"enabled": False},
+        "tools": {"email": {"enabled": True, "address": MAIL_USER,
+                            "imap": {**server, "port": imap_port, "password": "${IMAP_PASSWORD}"},
+                            "smtp": {**server, "port": smtp_port, "password": "${SMTP_PASSWORD}"}}},
+        "mcp_servers": {"calendar": {"command": "python", "args": ["-m", "tools.mcp_servers.calendar", "--caldav", caldav],
+                                     "env": {"CALDAV_USERNAME": DAV_USER, "CALDAV_PASSWORD": "${CALDAV_PASSWORD}"}}},
+    })
+
+
+async def test_the_mail_and_calendar_logins_are_ticks_and_no_mail_is_sent(tmp_path, imap, smtp, dav):
+    from tests.tools.email.conftest import PASSWORD as MAIL_PASSWORD
+    from tests.tools.mcp_servers.calendar.radicale import PASSWORD as DAV_PASSWORD
+
+    with imap.client() as client:  # the folders a mail app made
+        client.create_folder("Drafts")
+        client.create_folder("Sent")
+    path = mail_and_calendar(tmp_path, imap.port, smtp.port, dav.url)
+    env = {"IMAP_PASSWORD": MAIL_PASSWORD, "SMTP_PASSWORD": MAIL_PASSWORD, "CALDAV_PASSWORD": DAV_PASSWORD}
+    lines: list[str] = []
+    code = await diagnose(path, environ=env, llm=False, timeout_s=5, unit=tmp_path / "none.service",
+                          out=lines.append)
+    text = "\n".join(lines)
+
+    assert code == 0, text
+    assert all(line.startswith(("✓ ", "– ")) for line in lines), text
+    assert f"✓ email IMAP me@example.org at 127.0.0.1:{imap.port} (none): login accepted" in lines
+    assert f"✓ email SMTP me@example.org at 127.0.0.1:{smtp.port} (none): login accepted (no mail sent)" in lines
+    assert f"✓ calendar calendar (CalDAV): login as ana accepted, calendar 'Work' found at {dav.url}" in lines
+    assert smtp.arrived == [] and smtp.attempts == 0
+    assert MAIL_PASSWORD not in text and DAV_PASSWORD not in text
+
+
+async def test_wrong_passwords_and_stopped_servers_are_crosses_with_their_fix(tmp_path, imap, smtp, dav):
+    from tests.tools.email.conftest import free_port
+
+    path = mail_and_calendar(tmp_path, imap.port, smtp.port, dav.url)
+    env = {"IMAP_PASSWORD": "wrong-imap-pass", "SMTP_PASSWORD": "wrong-smtp-pass", "CALDAV_PASSWORD": "wrong-dav-pass"}
+    lines: list[str] = []
+    code = await diagnose(path, environ=env, llm=False, timeout_s=5, unit=tmp_path / "none.service",
+                          out=lines.append)
+    text = "\n".join(lines)
+
+    assert code == 1, text
+    failed = marked(lines, "✗")
+    assert [line.split(":")[0] for line in failed] == ["✗ calendar calendar (CalDAV)", "✗ email IMAP 127.0.0.1",
+                                                        "✗ email SMTP 127.0.0.1"], text
+    assert all("refused the login" in line or "login refused" in line for line in failed), text
+    assert all(" — fix: " in line and "need an app password" in line for line in failed), text
+    assert "$IMAP_PASSWORD" in failed[1] and "$SMTP_PASSWORD" in failed[2] and "$CALDAV_PASSWORD" in failed[0]
+    assert smtp.arrived == [] and smtp.attempts == 0
+    assert not any(secret in text for secret in env.values())
+
+    dav.stop()  # and a mail server gone: nothing listens any more
+    lines = []
+    path = mail_and_calendar(tmp_path, imap.port, free_port(), dav.url)
+    code = await diagnose(path, environ={**env, "IMAP_PASSWORD": "app-password-1"}, llm=False, timeout_s=5,
+                          unit=tmp_path / "none.service", out=lines.append)
+    assert code == 1
+    unreachable = [line for line in marked(lines, "✗") if "refused the connection (nothing listens at" in line]
+    assert [line.split(":")[0] for line in unreachable] == ["✗ calendar calendar (CalDAV)", "✗ email SMTP 127.0.0.1"]

@@ -56,3 +56,45 @@ def test_the_cost_litellm_already_computed_is_used_else_asked_for():
     assert reply_cost(PriceList(0.5), response(SimpleNamespace(content="x"))) == 0.5
     assert reply_cost(PriceList(ValueError("unknown model")), response(SimpleNamespace(content="x"))) is None
     assert reply_cost(PriceList(0.0), response(SimpleNamespace(content="x"))) is None
+
+
+class CountingPrices:
+    """litellm's own ``completion_cost`` (its real cost map), counting the questions."""
+
+    def __init__(self) -> None:
+        import litellm
+
+        self.litellm = litellm
+        self.ModelNotMappedError = litellm.ModelNotMappedError
+        self.asked = 0
+
+    def completion_cost(self, *, completion_response: object) -> float:
+        self.asked += 1
+        return float(self.litellm.completion_cost(completion_response=completion_response))
+
+
+def litellm_reply(model: str, provider: str) -> object:
+    import litellm
+
+    reply = litellm.ModelResponse(model=model, choices=[{"message": {"role": "assistant", "content": "Hi."}}],
+                                  usage={"prompt_tokens": 1000, "completion_tokens": 20, "total_tokens": 1020})
+    reply._hidden_params = {"custom_llm_provider": provider}
+    return reply
+
+
+def test_a_model_litellm_has_no_price_for_is_not_priced_again():
+    prices, unpriced = CountingPrices(), set()
+    assert reply_cost(prices, litellm_reply("my-local-model", "openai"), unpriced) is None
+    assert unpriced == {("my-local-model", "openai")}
+    assert reply_cost(prices, litellm_reply("my-local-model", "openai"), unpriced) is None
+    assert prices.asked == 1  # the second call did not search the cost map again
+    priced = reply_cost(prices, litellm_reply("gpt-4o-mini", "openai"), unpriced)
+    assert priced is not None and priced > 0  # a model with a price is priced, every time
+    assert reply_cost(prices, litellm_reply("gpt-4o-mini", "openai"), unpriced) == priced
+    assert prices.asked == 3 and ("gpt-4o-mini", "openai") not in unpriced
+
+
+def test_a_price_that_failed_for_another_reason_is_asked_again():
+    unpriced: set[tuple[str, str]] = set()
+    assert reply_cost(PriceList(ValueError("usage missing")), response(SimpleNamespace(content="x")), unpriced) is None
+    assert unpriced == set()
