@@ -1,5 +1,6 @@
 """Real servers on 127.0.0.1 for `bruce doctor`'s login checks: the mail servers of the email
-tools' tests (aiosmtpd with a login, pymap) and the Radicale of the calendar's tests."""
+tools' tests (aiosmtpd with a login, pymap; over TLS too, with a throwaway CA) and the Radicale of
+the calendar's tests."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools.email.conftest import imap, smtp
+from tests.tools.email.conftest import ca, imap, imap_starttls, imaps, smtp, smtp_starttls, smtps
 from tests.tools.mcp_servers.calendar.radicale import Radicale, radicale
 
-__all__ = ["dav", "imap", "smtp"]
+__all__ = ["ca", "dav", "imap", "imap_starttls", "imaps", "smtp", "smtp_starttls", "smtps"]
 
 
 @pytest.fixture

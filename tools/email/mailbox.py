@@ -2,14 +2,15 @@
 worker thread, one short connection per call, so a slow or dead server holds a thread, never the
 event loop, and no session state survives between calls.
 
-Every failure becomes a ToolFailed with a code: ``auth_failed``, ``imap_unavailable``, ``not_found``.
+The connection is over TLS (``ssl``, or ``starttls`` when the server offers it: never on in clear)
+with the certificate verified (``bruce.config.email.tls_context``). Every failure becomes a
+ToolFailed with a code: ``auth_failed``, ``imap_unavailable`` (naming a certificate problem), ``not_found``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import imaplib
-import ssl
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date
@@ -19,10 +20,11 @@ from typing import Any, TypeVar
 from imapclient import IMAPClient
 from imapclient.exceptions import IMAPClientError, LoginError
 
-from bruce.config.email import MailServerConfig
+from bruce.config.email import MailServerConfig, tls_context
 from bruce.errors import ToolFailed
 from bruce.safe_text import visible
 from tools.email.message import one_line
+from tools.email.tls import no_starttls, tls_problem
 
 __all__ = ["Mailbox", "search_criteria", "from_known"]
 
@@ -101,16 +103,21 @@ class Mailbox:
     def _connected(self) -> Iterator[IMAPClient]:
         s = self._server
         where = f"the IMAP server {s.host}:{s.port}"
+        context = tls_context(s)
         try:
-            client = IMAPClient(s.host, port=s.port, ssl=s.security == "ssl", timeout=s.timeout_s)
+            client = IMAPClient(s.host, port=s.port, ssl=s.security == "ssl", ssl_context=context, timeout=s.timeout_s)
             if s.security == "starttls":
-                client.starttls(ssl.create_default_context())
+                if b"STARTTLS" not in client.capabilities():
+                    client.shutdown()
+                    raise ToolFailed(no_starttls(where, "imap"), code="imap_unavailable")
+                client.starttls(context)
             client.login(s.user, s.password.get_secret_value())
         except LoginError:
             raise ToolFailed(f"{where} refused the login for {s.user}: check tools.email.imap's user and password "
                              "(Gmail and Fastmail need an app password).", code="auth_failed") from None
         except (TimeoutError, OSError, IMAPClientError, imaplib.IMAP4.error) as exc:
-            raise ToolFailed(f"{where} could not be reached: {exc}", code="imap_unavailable") from None
+            problem = tls_problem(exc, where, "imap")
+            raise ToolFailed(problem or f"{where} could not be reached: {exc}", code="imap_unavailable") from None
         try:
             yield client
         except (OSError, IMAPClientError, imaplib.IMAP4.error) as exc:

@@ -1,7 +1,8 @@
 """``bruce doctor``'s check of the calendars on CalDAV: each enabled MCP server whose ``args``
 hold ``--caldav URL`` (the calendar server of ``tools/mcp_servers/calendar``) is logged in to with
 its ``env``'s ``CALDAV_USERNAME`` and ``CALDAV_PASSWORD``, and the calendar is looked for at the
-URL (one PROPFIND, in a worker thread, within the doctor's ``--timeout``). Nothing is written.
+URL (one PROPFIND, in a worker thread, within the doctor's ``--timeout``), trusting the private CA
+its ``CALDAV_CA_FILE`` names, as the calendar server does. Nothing is written.
 No such server: no line (the MCP line says what is configured).
 """
 
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+import ssl
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -53,7 +56,7 @@ class _NoCalendar(Exception):
         self.others = others
 
 
-def _calendars_of(url: str, user: str | None, password: str | None, timeout_s: float) -> list[str]:
+def _calendars_of(url: str, user: str | None, password: str | None, timeout_s: float, ca_file: str | None) -> list[str]:
     """The calendars this login has, asked at ``url`` then at the server's root, to say which URL
     to use (none when neither answers)."""
     from caldav.davclient import DAVClient
@@ -62,7 +65,7 @@ def _calendars_of(url: str, user: str | None, password: str | None, timeout_s: f
     parts = urlsplit(url)
     for base in dict.fromkeys((url, urlunsplit((parts.scheme, parts.netloc, "/", "", "")))):
         with DAVClient(url=base, username=user or None, password=password or None,
-                       timeout=math.ceil(timeout_s)) as client:
+                       timeout=math.ceil(timeout_s), ssl_verify_cert=ca_file or True) as client:
             try:
                 calendars = client.principal().calendars()  # type: ignore[no-untyped-call]
             except (OSError, dav_error.DAVError):
@@ -71,24 +74,26 @@ def _calendars_of(url: str, user: str | None, password: str | None, timeout_s: f
     return []
 
 
-def _find_calendar(url: str, user: str | None, password: str | None, timeout_s: float) -> str:
-    """The calendar's display name (its URL when it has none): in a worker thread."""
+def _find_calendar(url: str, user: str | None, password: str | None, timeout_s: float, ca_file: str | None) -> str:
+    """The calendar's display name (its URL when it has none): in a worker thread. The certificate
+    is verified as the calendar server does: against ``ca_file`` when given, else the system's store."""
     from caldav.collection import Calendar
     from caldav.davclient import DAVClient
     from caldav.elements import dav
     from caldav.lib import error as dav_error
 
-    with DAVClient(url=url, username=user or None, password=password or None,
-                   timeout=math.ceil(timeout_s)) as client:  # the wait is bounded by timeout_s anyway
+    with DAVClient(url=url, username=user or None, password=password or None, timeout=math.ceil(timeout_s),
+                   ssl_verify_cert=ca_file or True) as client:  # the wait is bounded by timeout_s anyway
         try:
             props: dict[str, Any] = Calendar(client=client, url=url).get_properties(  # type: ignore[assignment]
                 [dav.DisplayName(), dav.ResourceType()])
         except dav_error.NotFoundError:
-            raise _NoCalendar(_calendars_of(url, user, password, timeout_s)) from None
+            raise _NoCalendar(_calendars_of(url, user, password, timeout_s, ca_file)) from None
     kinds = props.get("{DAV:}resourcetype") or []
     kinds = [kinds] if isinstance(kinds, str) else list(kinds)
     if _CALENDAR not in kinds:
-        raise _NotACalendar([str(k).rpartition("}")[2] for k in kinds], _calendars_of(url, user, password, timeout_s))
+        others = _calendars_of(url, user, password, timeout_s, ca_file)
+        raise _NotACalendar([str(k).rpartition("}")[2] for k in kinds], others)
     return str(props.get("{DAV:}displayname") or _shown(url))
 
 
@@ -123,12 +128,25 @@ def _failed(exc: BaseException, name: str, url: str, user: str, raw: Any, timeou
         return Finding(Mark.FAIL, f"{label}: {host} refused the login {login}",
                        f"check CALDAV_USERNAME and CALDAV_PASSWORD{f' (${var})' if var else ''} in {where}; "
                        f"{_advice(url)}")
-    unreachable = why_unreachable(exc, timeout_s, host)
+    unreachable = why_unreachable(exc, timeout_s, host, f"CALDAV_CA_FILE in {where}")
     if unreachable is not None:
         text, fix = unreachable
         return Finding(Mark.FAIL, f"{label}: {host} {text}", f"{fix} (the URL after --caldav)")
     return Finding(Mark.FAIL, f"{label}: {host} answered with an error ({type(exc).__name__})",
                    "check the URL after --caldav, and that it is a CalDAV server")
+
+
+def _ca_file_problem(ca_file: str, url: str) -> str | None:
+    """Why the calendar server will refuse ``CALDAV_CA_FILE`` at start, or None."""
+    if urlsplit(url).scheme != "https":
+        return "is set but the URL after --caldav is not https"
+    if not Path(ca_file).is_file():
+        return "names no file"
+    try:
+        ssl.create_default_context(cafile=ca_file)
+    except (ssl.SSLError, OSError) as exc:
+        return f"holds no PEM certificate that can be trusted ({getattr(exc, 'reason', None) or exc})"
+    return None
 
 
 def _url_problem(url: str) -> str | None:
@@ -145,18 +163,25 @@ def _url_problem(url: str) -> str | None:
 
 async def _calendar(name: str, url: str, env: Mapping[str, SecretStr], raw: Any, timeout_s: float) -> Finding:
     user, password = _secret(env, "CALDAV_USERNAME"), _secret(env, "CALDAV_PASSWORD")
+    ca_file = _secret(env, "CALDAV_CA_FILE") or None
     label = f"calendar {name} (CalDAV)"
     problem = _url_problem(url)
     if problem is not None:
         return Finding(Mark.FAIL, f"{label}: the URL after --caldav {_shown(url)[:100]!r} {problem}",
                        f"correct mcp_servers.{name}.args")
+    ca_problem = _ca_file_problem(ca_file, url) if ca_file else None
+    if ca_file and ca_problem is not None:
+        return Finding(Mark.FAIL, f"{label}: CALDAV_CA_FILE {ca_file[:100]!r} {ca_problem}",
+                       f"give the PEM certificate of the CA that signed the server's in mcp_servers.{name}.env, "
+                       "or remove it")
     if user and not password:
         var = variable(raw, "mcp_servers", name, "env", "CALDAV_PASSWORD")
         return Finding(Mark.FAIL, f"{label}: no password" + (f" (${var} is empty)" if var else ""),
                        fill(var, f"the calendar's password ({_advice(url)})",
                             f"mcp_servers.{name}.env.CALDAV_PASSWORD"))
     try:
-        shown = await asyncio.wait_for(asyncio.to_thread(_find_calendar, url, user, password, timeout_s), timeout_s)
+        shown = await asyncio.wait_for(asyncio.to_thread(_find_calendar, url, user, password, timeout_s, ca_file),
+                                       timeout_s)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a line with its fix
         return _failed(exc, name, url, user, raw, timeout_s)
     login = f"login as {user} accepted" if user else "no login needed"

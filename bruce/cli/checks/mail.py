@@ -17,7 +17,7 @@ import ssl
 from typing import Any
 
 from bruce.cli.checks.findings import Finding, Mark, fill, variable
-from bruce.config.email import EmailConfig, MailServerConfig
+from bruce.config.email import EmailConfig, MailServerConfig, tls_context
 
 __all__ = ["app_password", "check_email", "why_unreachable"]
 
@@ -49,14 +49,18 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
-def why_unreachable(exc: BaseException, timeout_s: float, where: str) -> tuple[str, str] | None:
+def why_unreachable(exc: BaseException, timeout_s: float, where: str, ca_setting: str | None = None
+                    ) -> tuple[str, str] | None:
     """(what happened, the fix) for a failure to reach a server or to set up TLS with it, else None.
-    ``exc``'s causes are looked at too: the libraries wrap the socket's own errors."""
+    ``exc``'s causes are looked at too: the libraries wrap the socket's own errors. ``ca_setting``
+    names where a private CA is given for this server (``tools.email.imap.ca_file``...)."""
     chain = _chain(exc)
     for cause in chain:
         if isinstance(cause, ssl.SSLCertVerificationError):
+            own_ca = f"; if it comes from your own CA, set {ca_setting} to that CA's certificate (PEM)" \
+                if ca_setting else ""
             return (f"its TLS certificate is not accepted ({cause.verify_message or cause.reason})",
-                    f"use the host name the certificate of {where} is made for, or renew the certificate")
+                    f"use the host name the certificate of {where} is made for, or renew the certificate{own_ca}")
     for cause in chain:
         if isinstance(cause, ssl.SSLError):
             return (f"the TLS handshake failed ({cause.reason or type(cause).__name__})",
@@ -90,10 +94,12 @@ def _imap_session(server: MailServerConfig, timeout_s: float) -> list[tuple[tupl
     """Connect, log in, list the folders (name and flags), log out: in a worker thread."""
     from imapclient import IMAPClient
 
-    client = IMAPClient(server.host, port=server.port, ssl=server.security == "ssl", timeout=timeout_s)
+    context = tls_context(server)  # ca_file when set, else the system's store; always verified
+    client = IMAPClient(server.host, port=server.port, ssl=server.security == "ssl", ssl_context=context,
+                        timeout=timeout_s)
     try:
         if server.security == "starttls":
-            client.starttls(ssl.create_default_context())
+            client.starttls(context)
         client.login(server.user, server.password.get_secret_value())
         return [(tuple(flags), name) for flags, _, name in client.list_folders()]
     finally:
@@ -129,10 +135,10 @@ def _imap_refused(exc: BaseException, server: MailServerConfig, raw: Any, timeou
     if server.security == "starttls" and "STARTTLS" in str(exc).upper():
         return Finding(Mark.FAIL, f"email IMAP {where}: does not offer STARTTLS",
                        f"set tools.email.imap.security: ssl and its port ({_TLS_PORTS['IMAP']})")
-    unreachable = why_unreachable(exc, timeout_s, where)
+    unreachable = why_unreachable(exc, timeout_s, where, "tools.email.imap.ca_file")
     if unreachable is not None:
         text, fix = unreachable
-        if "TLS" in text:
+        if "TLS handshake" in text:
             fix += f" ({_TLS_PORTS['IMAP']})"
         return Finding(Mark.FAIL, f"email IMAP {where}: {text}", f"{fix} (tools.email.imap)")
     said = _scrubbed(str(exc), server)[:120]
@@ -162,7 +168,7 @@ async def _smtp_session(server: MailServerConfig, timeout_s: float) -> None:
     client = aiosmtplib.SMTP(
         hostname=server.host, port=server.port, timeout=timeout_s,
         use_tls=server.security == "ssl", start_tls=server.security == "starttls",
-        tls_context=ssl.create_default_context() if server.security != "none" else None,
+        tls_context=tls_context(server),
     )
     try:
         await client.connect()
@@ -192,10 +198,10 @@ def _smtp_refused(exc: BaseException, server: MailServerConfig, raw: Any, timeou
     if "AUTH extension not supported" in message:
         return Finding(Mark.FAIL, f"email SMTP {where}: offers no login (AUTH)",
                        f"use the server's submission port with TLS ({_TLS_PORTS['SMTP']})")
-    unreachable = why_unreachable(exc, timeout_s, where)
+    unreachable = why_unreachable(exc, timeout_s, where, "tools.email.smtp.ca_file")
     if unreachable is not None:
         text, fix = unreachable
-        if "TLS" in text:
+        if "TLS handshake" in text:
             fix += f" ({_TLS_PORTS['SMTP']})"
         return Finding(Mark.FAIL, f"email SMTP {where}: {text}", f"{fix} (tools.email.smtp)")
     said = _scrubbed(message, server)[:120]

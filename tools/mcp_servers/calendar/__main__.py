@@ -3,6 +3,9 @@
 ``--caldav URL`` uses the calendar collection at URL on a CalDAV server instead of the SQLite file,
 logging in with ``$CALDAV_USERNAME`` and ``$CALDAV_PASSWORD`` (none when unset). The URL must be
 https, or http to this machine (127.0.0.1, ::1, localhost): a password never travels in clear.
+An https server's certificate is always verified: against the system's store, or against the PEM
+certificate of a private CA named by ``$CALDAV_CA_FILE`` (which must exist and be PEM, or the
+server stops at start).
 The server is not contacted at start: a calendar that is down makes the tools answer
 ``unavailable`` until it is back. Defaults: the database is ``$BRUCE_CALENDAR_DB`` or ``data/calendar.db`` (relative to the working
 directory; missing directories are created); the timezone is ``$BRUCE_CALENDAR_TZ``, else
@@ -16,6 +19,7 @@ import argparse
 import logging
 import os
 import sqlite3
+import ssl
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -70,6 +74,19 @@ def _caldav_problem(url: str) -> str | None:
     return None
 
 
+def _ca_file_problem(path: str, url: str) -> str | None:
+    """Why ``CALDAV_CA_FILE`` cannot be used, or None."""
+    if urlsplit(url).scheme != "https":
+        return "is set but the calendar's URL is not https; remove it or use https"
+    if not Path(path).is_file():
+        return "no such file; give the PEM certificate of the CA that signed the CalDAV server's certificate"
+    try:
+        ssl.create_default_context(cafile=path)
+    except (ssl.SSLError, OSError) as exc:
+        return f"holds no PEM certificate that can be trusted ({getattr(exc, 'reason', None) or exc})"
+    return None
+
+
 def _backend(args: argparse.Namespace, zone: ZoneInfo, environ: Mapping[str, str]) -> CalendarBackend | str:
     """The calendar the options name, or why it cannot be opened."""
     if args.caldav is not None:
@@ -78,9 +95,14 @@ def _backend(args: argparse.Namespace, zone: ZoneInfo, environ: Mapping[str, str
             parts = urlsplit(args.caldav)
             shown = parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl()  # never echo a password
             return f"--caldav {shown[:100]!r} {problem}"
+        ca_file = environ.get("CALDAV_CA_FILE") or None
+        problem = _ca_file_problem(ca_file, args.caldav) if ca_file else None
+        if ca_file and problem is not None:
+            return f"CALDAV_CA_FILE {ca_file[:200]!r}: {problem}"
         from tools.mcp_servers.calendar.caldav_store import CalDavStore  # only a CalDAV calendar loads the library
 
-        return CalDavStore(args.caldav, zone, environ.get("CALDAV_USERNAME"), environ.get("CALDAV_PASSWORD"))
+        return CalDavStore(args.caldav, zone, environ.get("CALDAV_USERNAME"), environ.get("CALDAV_PASSWORD"),
+                           ca_file=ca_file)
     from tools.mcp_servers.calendar.store import CalendarStore
 
     try:

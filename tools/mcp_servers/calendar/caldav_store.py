@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import ssl
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -38,15 +39,29 @@ NO_TITLE = "(no title)"
 log = logging.getLogger("tools.mcp_servers.calendar")
 
 
+def certificate_problem(exc: BaseException) -> str | None:
+    """Why the server's certificate was refused, when ``exc`` or one of its causes says so; else None."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return str(current.verify_message or current.reason or current)
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return None
+
+
 class CalDavStore:
     """The calendar collection at ``url``; the login is ``username``/``password`` when given."""
 
     def __init__(self, url: str, zone: ZoneInfo, username: str | None = None, password: str | None = None,
-                 timeout_s: int = 10) -> None:
+                 timeout_s: int = 10, ca_file: str | None = None) -> None:
         self.url = url
         self.host = urlsplit(url).netloc.rsplit("@", 1)[-1]
         self._zone = zone
-        client = DAVClient(url=url, username=username or None, password=password or None, timeout=timeout_s)
+        # https certificates are always verified: against ca_file when given, else the system's store
+        client = DAVClient(url=url, username=username or None, password=password or None, timeout=timeout_s,
+                           ssl_verify_cert=ca_file or True)
         self._calendar = Calendar(client=client, url=url)
         # the SDK runs tools on worker threads; one HTTP session answering two at once loses its login
         self._one_at_a_time = threading.RLock()
@@ -67,6 +82,12 @@ class CalDavStore:
                 raise EventNotFound(event_id) from None
             raise CalendarUnavailable(f"the CalDAV server {self.host} has no calendar at {self.url}") from None
         except (OSError, dav_error.DAVError) as exc:  # niquests' connection errors and time-outs are OSErrors
+            reason = certificate_problem(exc)
+            if reason is not None:
+                raise CalendarUnavailable(
+                    f"the certificate of the CalDAV server {self.host} could not be verified ({reason}); if it comes "
+                    "from your own CA, give that CA's certificate (PEM) as CALDAV_CA_FILE in the server's env"
+                ) from None
             raise CalendarUnavailable(f"the CalDAV server {self.host} did not answer ({type(exc).__name__})") from None
 
     # ---- reading ----
