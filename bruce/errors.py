@@ -49,6 +49,7 @@ __all__ = [
     "ToolInputInvalid",
     "ToolFailed",
     "NeedsConfirmation",
+    "causes",
 ]
 
 
@@ -176,3 +177,14 @@ class MediaFetchError(ChannelError):
 class MediaError(BruceError):
     """An attachment cannot be used as sent (a damaged voice note, a PDF that is not one, an
     empty file, a scan with no text); the message is the user's clear reply."""
+
+
+def causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it was raised from or during, outermost first, each once: libraries wrap
+    the socket's or TLS's own error, and the words for the owner come from the innermost."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen

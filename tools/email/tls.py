@@ -7,22 +7,15 @@ from __future__ import annotations
 
 import ssl
 
+from bruce.errors import causes
+
 __all__ = ["certificate_problem", "tls_problem", "no_starttls"]
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in seen:
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
 
 
 def certificate_problem(exc: BaseException) -> str | None:
     """Why the server's certificate was refused ("unable to get local issuer certificate",
     "Hostname mismatch, ..."), when that is what ``exc`` (or its cause) is; else None."""
-    for found in _chain(exc):
+    for found in causes(exc):
         if isinstance(found, ssl.SSLCertVerificationError):
             return str(found.verify_message or found.reason or found)
     return None
@@ -36,7 +29,7 @@ def tls_problem(exc: BaseException, where: str, section: str) -> str | None:
         return (f"the certificate of {where} could not be verified ({reason}). If the server uses a certificate "
                 f"from your own CA, set tools.email.{section}.ca_file to that CA's certificate (PEM); Bruce never "
                 "talks to a server it cannot verify.")
-    for found in _chain(exc):
+    for found in causes(exc):
         if isinstance(found, ssl.SSLError):
             return (f"the TLS handshake with {where} failed ({found.reason or found}); check that tools.email."
                     f"{section}.port and security match the server (465 and 993 speak ssl, 587 and 143 starttls).")

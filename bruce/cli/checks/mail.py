@@ -18,6 +18,7 @@ from typing import Any
 
 from bruce.cli.checks.findings import Finding, Mark, fill, variable
 from bruce.config.email import EmailConfig, MailServerConfig, tls_context
+from bruce.errors import causes
 
 __all__ = ["app_password", "check_email", "why_unreachable"]
 
@@ -40,21 +41,12 @@ def app_password(*names: str) -> str:
     return "Gmail, Fastmail and iCloud need an app password, not the account's own"
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    cause: BaseException | None = exc
-    while cause is not None and cause not in seen:
-        seen.append(cause)
-        cause = cause.__cause__ or cause.__context__
-    return seen
-
-
 def why_unreachable(exc: BaseException, timeout_s: float, where: str, ca_setting: str | None = None
                     ) -> tuple[str, str] | None:
     """(what happened, the fix) for a failure to reach a server or to set up TLS with it, else None.
     ``exc``'s causes are looked at too: the libraries wrap the socket's own errors. ``ca_setting``
     names where a private CA is given for this server (``tools.email.imap.ca_file``...)."""
-    chain = _chain(exc)
+    chain = causes(exc)
     for cause in chain:
         if isinstance(cause, ssl.SSLCertVerificationError):
             own_ca = f"; if it comes from your own CA, set {ca_setting} to that CA's certificate (PEM)" \
@@ -135,15 +127,24 @@ def _imap_refused(exc: BaseException, server: MailServerConfig, raw: Any, timeou
     if server.security == "starttls" and "STARTTLS" in str(exc).upper():
         return Finding(Mark.FAIL, f"email IMAP {where}: does not offer STARTTLS",
                        f"set tools.email.imap.security: ssl and its port ({_TLS_PORTS['IMAP']})")
-    unreachable = why_unreachable(exc, timeout_s, where, "tools.email.imap.ca_file")
+    unreachable = _unreachable(exc, timeout_s, where, "IMAP")
     if unreachable is not None:
-        text, fix = unreachable
-        if "TLS handshake" in text:
-            fix += f" ({_TLS_PORTS['IMAP']})"
-        return Finding(Mark.FAIL, f"email IMAP {where}: {text}", f"{fix} (tools.email.imap)")
+        return unreachable
     said = _scrubbed(str(exc), server)[:120]
     return Finding(Mark.FAIL, f"email IMAP {where}: the session failed ({type(exc).__name__}: {said})",
                    "check tools.email.imap's host, port and security")
+
+
+def _unreachable(exc: BaseException, timeout_s: float, where: str, protocol: str) -> Finding | None:
+    """The ✗ line when ``protocol``'s server (IMAP or SMTP) could not be reached or TLS failed, else None."""
+    section = f"tools.email.{protocol.lower()}"
+    unreachable = why_unreachable(exc, timeout_s, where, f"{section}.ca_file")
+    if unreachable is None:
+        return None
+    text, fix = unreachable
+    if "TLS handshake" in text:
+        fix += f" ({_TLS_PORTS[protocol]})"
+    return Finding(Mark.FAIL, f"email {protocol} {where}: {text}", f"{fix} ({section})")
 
 
 async def _imap(email: EmailConfig, server: MailServerConfig, raw: Any, timeout_s: float) -> list[Finding]:
@@ -198,12 +199,9 @@ def _smtp_refused(exc: BaseException, server: MailServerConfig, raw: Any, timeou
     if "AUTH extension not supported" in message:
         return Finding(Mark.FAIL, f"email SMTP {where}: offers no login (AUTH)",
                        f"use the server's submission port with TLS ({_TLS_PORTS['SMTP']})")
-    unreachable = why_unreachable(exc, timeout_s, where, "tools.email.smtp.ca_file")
+    unreachable = _unreachable(exc, timeout_s, where, "SMTP")
     if unreachable is not None:
-        text, fix = unreachable
-        if "TLS handshake" in text:
-            fix += f" ({_TLS_PORTS['SMTP']})"
-        return Finding(Mark.FAIL, f"email SMTP {where}: {text}", f"{fix} (tools.email.smtp)")
+        return unreachable
     said = _scrubbed(message, server)[:120]
     return Finding(Mark.FAIL, f"email SMTP {where}: the session failed ({type(exc).__name__}: {said})",
                    "check tools.email.smtp's host, port and security")
