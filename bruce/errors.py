@@ -49,8 +49,7 @@ __all__ = [
     "ToolInputInvalid",
     "ToolFailed",
     "NeedsConfirmation",
-    "causes",
-]
+]  # the tree drawn above, and only it (tests/test_errors.py); ``causes`` below is a helper beside it
 
 
 class BruceError(Exception):
