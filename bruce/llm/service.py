@@ -145,6 +145,10 @@ class LLMService:
                                       mock_response="ok", api_key="warm-up")
         except Exception as exc:  # only the first real call is slower for it
             log.warning("llm.warm_up_call_failed", error=type(exc).__name__)
+        # pricing a streamed reply builds litellm's deferred usage-details models on first use (about
+        # 35 ms of the first message's time in the daemon); the mock call does not get that far
+        litellm.Usage(prompt_tokens=1, completion_tokens=1, total_tokens=2, cache_creation_input_tokens=0,
+                      cache_read_input_tokens=0)
         gc.collect()
         gc.freeze()
 
