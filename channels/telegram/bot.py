@@ -36,7 +36,7 @@ from aiogram.methods import Response, SendMessageDraft, TelegramMethod
 from aiogram.types import CallbackQuery, FSInputFile, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
 
 from bruce.errors import ChannelSendError
-from channels.telegram.deferred_types import prebuild
+from channels.telegram.deferred_types import METHODS_USED, prebuild
 from channels.telegram.format import plain_text
 
 __all__ = ["TelegramBot", "translate_error", "DRAFT_MAX_CHARS", "DraftOutcome"]
@@ -44,6 +44,17 @@ __all__ = ["TelegramBot", "translate_error", "DRAFT_MAX_CHARS", "DraftOutcome"]
 log = structlog.get_logger(__name__)
 
 prebuild()  # the types and calls Bruce uses, built here in the import thread, not on the first update
+
+
+def _response_types(methods: tuple[str, ...]) -> dict[Any, Any]:
+    """``Response[T]`` for each return type of ``methods`` (``aiogram.methods`` names), built now."""
+    import aiogram.methods
+
+    returning = {getattr(aiogram.methods, name).__returning__ for name in methods}
+    return {kind: Response[kind] for kind in returning}  # type: ignore[valid-type]
+
+
+_RESPONSES = _response_types(METHODS_USED)  # kept for good (see ``_Session``), built in the import thread
 
 DRAFT_MAX_CHARS = 4000
 DraftOutcome = Literal["shown", "refused", "unsupported"]
@@ -69,17 +80,14 @@ class _Session(AiohttpSession):
     parametrized generics only in a weak cache: once the garbage collector has dropped one,
     the next request builds its schema again (a few ms of CPU each time; the Telegram
     benchmark's burst went from 35 to 23 ms of CPU per message with them kept). There are
-    a handful of return types, so keeping them costs nothing.
+    a handful of return types, so keeping them costs nothing. Those of the calls Bruce makes
+    are built when this module is imported (in the import thread), not by the first reply.
     """
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._responses: dict[Any, Any] = {}
 
     def check_response(self, bot: Bot, method: TelegramMethod[Any], status_code: int, content: str) -> Response[Any]:
         returning = method.__returning__
-        if returning not in self._responses:
-            self._responses[returning] = Response[returning]  # type: ignore[valid-type]
+        if returning not in _RESPONSES:
+            _RESPONSES[returning] = Response[returning]  # type: ignore[valid-type]
         return super().check_response(bot, method, status_code, content)
 
 
