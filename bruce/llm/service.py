@@ -48,7 +48,7 @@ from bruce.llm.budget import BACKGROUND_STOP_AT, Budget
 from bruce.llm.faults import classify, retry_after
 from bruce.llm.lean import release_unused
 from bruce.llm.reply import LLMReply, parse_reply, reply_cost
-from bruce.llm.stream import collect_stream
+from bruce.llm.stream import collect_stream, prepare_first_stream
 from bruce.records import LLMCallRecord
 from bruce.store import Store
 from bruce.texts import llm_not_configured
@@ -102,6 +102,13 @@ def load_litellm() -> Any:
     return litellm
 
 
+def _load_for_streams() -> Any:
+    """litellm, and what the first streamed answer would load and build (``prepare_first_stream``)."""
+    litellm = load_litellm()
+    prepare_first_stream()
+    return litellm
+
+
 @dataclass(slots=True)
 class _Tried:
     """What trying one model came to: its reply, or its last failure (with why it stopped there)."""
@@ -139,7 +146,7 @@ class LLMService:
         not paid by the first message; then move what is allocated out of the garbage
         collector's way: full collections over its ~400k objects otherwise pause the loop for
         hundreds of milliseconds."""
-        litellm = await asyncio.to_thread(load_litellm)
+        litellm = await asyncio.to_thread(_load_for_streams)
         try:
             await litellm.acompletion(model=self._config.model, messages=[{"role": "user", "content": "warm-up"}],
                                       mock_response="ok", api_key="warm-up")
