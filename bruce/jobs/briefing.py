@@ -28,6 +28,7 @@ from zoneinfo import ZoneInfo
 import structlog
 
 from bruce.clock import Clock, utc_iso
+from bruce.config.briefing import MAX_KNOWN_SENDERS
 from bruce.config.schema import Config
 from bruce.jobs.schedule import parse_schedule
 from bruce.records import JobRecord
@@ -89,8 +90,10 @@ class BriefingPlan:
 
 
 def known_senders(config: Config) -> list[str]:
-    """"People I know": ``scheduler.briefing.known_senders``, else ``tools.email.allowed_recipients``."""
-    return list(config.scheduler.briefing.known_senders or config.tools.email.allowed_recipients)
+    """"People I know": ``scheduler.briefing.known_senders``, else ``tools.email.allowed_recipients``
+    (its first ``MAX_KNOWN_SENDERS``: as many as one ``emails.search`` takes; ``bruce config check``
+    says when more were left out)."""
+    return list(config.scheduler.briefing.known_senders or config.tools.email.allowed_recipients)[:MAX_KNOWN_SENDERS]
 
 
 def briefing_warnings(config: Config) -> list[str]:
@@ -110,6 +113,10 @@ def briefing_warnings(config: Config) -> list[str]:
     elif not known_senders(config):
         notes.append("scheduler.briefing: no known senders (scheduler.briefing.known_senders, or "
                      "tools.email.allowed_recipients), so the briefing lists no mail")
+    elif not config.scheduler.briefing.known_senders and len(config.tools.email.allowed_recipients) > MAX_KNOWN_SENDERS:
+        notes.append(f"scheduler.briefing: tools.email.allowed_recipients has {len(config.tools.email.allowed_recipients)} "
+                     f"entries and the briefing reads mail from the first {MAX_KNOWN_SENDERS} only: list the people "
+                     "it should look for in scheduler.briefing.known_senders (addresses or @domains)")
     if not _calendar_reads(config):
         notes.append("scheduler.briefing: no enabled mcp_servers entry has calendar.free_busy or "
                      "calendar.list_upcoming at risk low (tool_risk), so the briefing says the calendar is not "

@@ -74,3 +74,18 @@ def test_what_would_make_the_briefing_say_less_is_a_warning(tmp_path, capsys):
                               tools={"email": {**EMAIL, "allowed_recipients": []}}, mcp_servers={"calendar": CALENDAR})
     assert warnings == ["warning: scheduler.briefing: no known senders (scheduler.briefing.known_senders, or "
                         "tools.email.allowed_recipients), so the briefing lists no mail"]
+
+
+def test_more_allowed_recipients_than_one_search_takes_are_cut_with_a_warning(tmp_path, capsys, make_config):
+    many = [f"person{i}@example.net" for i in range(60)]
+    code, warnings, _ = check(tmp_path, capsys, {"enabled": True, "conversation": "test:c1"},
+                              tools={"email": {**EMAIL, "allowed_recipients": many}}, mcp_servers={"calendar": CALENDAR})
+    assert (code, warnings) == (0, [
+        "warning: scheduler.briefing: tools.email.allowed_recipients has 60 entries and the briefing reads mail "
+        "from the first 50 only: list the people it should look for in scheduler.briefing.known_senders "
+        "(addresses or @domains)"])
+    from bruce.jobs.briefing import BriefingPlan
+
+    plan = BriefingPlan.of(make_config(scheduler={"briefing": {"enabled": True, "conversation": "test:c1"}},
+                                       tools={"email": {**EMAIL, "allowed_recipients": many}}))
+    assert plan is not None and plan.senders == tuple(many[:50])  # what one emails.search accepts (maxItems 50)
