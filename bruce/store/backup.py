@@ -76,14 +76,19 @@ def rotate(folder: Path, stem: str, keep: int) -> list[Path]:
     return old
 
 
+def _open_read_only(path: Path, what: str) -> sqlite3.Connection:
+    """``path`` opened read-only; StoreError naming ``what`` (database, backup) when it cannot be."""
+    if not path.is_file():
+        raise StoreError(f"no {what} at {path.absolute()}")
+    try:
+        return sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open {path}: {exc}") from exc
+
+
 def take(database: Path, target: Path, *, busy_timeout_ms: int = 5000, verb: str = "back up") -> Copy:
     """Back ``database`` up into ``target`` (a new file), while other processes may write to it."""
-    if not database.is_file():
-        raise StoreError(f"no database at {database.absolute()}")
-    try:
-        source = sqlite3.connect(database.absolute().as_uri() + "?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot open {database}: {exc}") from exc
+    source = _open_read_only(database, "database")
     try:
         source.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         return copy_from(source, target, name=str(database))
@@ -124,12 +129,7 @@ def copy_from(source: sqlite3.Connection, target: Path, *, name: str = "the copy
 def check(path: Path) -> int:
     """``path``'s schema version, once it has passed ``PRAGMA integrity_check`` and is a Bruce
     database this Bruce knows; StoreError saying what is wrong otherwise."""
-    if not path.is_file():
-        raise StoreError(f"no backup at {path.absolute()}")
-    try:
-        connection = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot open {path}: {exc}") from exc
+    connection = _open_read_only(path, "backup")
     try:
         return _checked(connection, str(path))
     finally:

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["TestCA", "make_ca"]
+__all__ = ["TestCA", "make_ca", "ca_file_case"]
 
 _HOSTS = ("127.0.0.1", "::1", "localhost")
 
@@ -87,3 +87,12 @@ def make_ca(folder: Path, name: str = "Bruce Test CA", hosts: tuple[str, ...] = 
     found.key_file.write_bytes(_pem(key))
     found.key_file.chmod(0o600)
     return found
+
+
+def ca_file_case(case: str, folder: Path, ca: TestCA) -> str:
+    """A CA-file setting for a refusal test: ``NOT-PEM`` (a text file that holds no certificate),
+    ``CA`` (the test CA's own file, valid), or ``case`` itself (a path as written)."""
+    if case == "NOT-PEM":
+        (folder / "notes.txt").write_text("not a certificate\n")
+        return str(folder / "notes.txt")
+    return str(ca.ca_file) if case == "CA" else case

@@ -16,7 +16,7 @@ from bruce.config.loader import parse_config
 from bruce.contracts import ToolContext
 from bruce.errors import ConfigError, ToolFailed
 from tests.fakes.clock import FakeClock
-from tests.fakes.tls import TestCA, make_ca
+from tests.fakes.tls import TestCA, ca_file_case, make_ca
 from tests.tools.email.conftest import PASSWORD, USER, ImapServer, TlsSmtpServer, free_port, pymap, smtp_server
 from tools.email.tools import email_tools
 
@@ -167,11 +167,7 @@ def test_ca_file_is_optional_and_the_issues_keys_stay_as_they_were(tmp_path: Pat
 ])
 def test_a_ca_file_that_cannot_be_used_is_named(tmp_path: Path, ca: TestCA, ca_file: str, security: str,
                                                 message: str) -> None:
-    if ca_file == "NOT-PEM":
-        ca_file = str(tmp_path / "notes.txt")
-        (tmp_path / "notes.txt").write_text("not a certificate\n")
-    elif ca_file == "CA":
-        ca_file = str(ca.ca_file)
+    ca_file = ca_file_case(ca_file, tmp_path, ca)
     host = "127.0.0.1" if security == "none" else "imap.example.org"
     with pytest.raises(ConfigError) as info:
         email_config(tmp_path, ca_file=ca_file, security=security, host=host)

@@ -15,7 +15,7 @@ import pytest
 from mcp import Client
 
 from tests.fakes.llm_server import Step
-from tests.fakes.tls import TestCA, make_ca
+from tests.fakes.tls import TestCA, ca_file_case, make_ca
 from tests.helpers import say
 from tests.tools.mcp_servers.calendar.radicale import PASSWORD, USER, Radicale, radicale
 from tests.tools.mcp_servers.calendar.test_caldav_store import SAO_PAULO, call, error
@@ -84,11 +84,7 @@ async def test_the_calendar_as_bruce_runs_it_over_https(app_factory, fake_llm, d
 ])
 def test_a_ca_file_that_cannot_be_used_stops_the_server_at_start(tmp_path: Path, ca: TestCA, ca_file: str, url: str,
                                                                  problem: str) -> None:
-    if ca_file == "NOT-PEM":
-        ca_file = str(tmp_path / "notes.txt")
-        (tmp_path / "notes.txt").write_text("not a certificate\n")
-    elif ca_file == "CA":
-        ca_file = str(ca.ca_file)
+    ca_file = ca_file_case(ca_file, tmp_path, ca)
     run = subprocess.run([sys.executable, "-m", "tools.mcp_servers.calendar", "--caldav", url], cwd=REPO,
                          capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
                          env={"PATH": "/usr/bin:/bin", "CALDAV_CA_FILE": ca_file})
