@@ -283,6 +283,12 @@ class FakeChannel:
         """Called between build_app and App.start."""
 
     @staticmethod
+    def conversation_of(user: int) -> str | None:
+        """The conversation id of ``user``'s private chat before any push, if the platform fixes it
+        (``--history`` fills it beforehand); None: only known once the fake has made the chat."""
+        return None
+
+    @staticmethod
     def table_note(meta: dict[str, Any]) -> str:
         """Channel settings for the table's title line (", key=value...")."""
         return ""
@@ -401,6 +407,39 @@ async def _exchange(ch: FakeChannel, user: int, text: str) -> tuple[dict[str, An
     (pushed,) = await ch.push([(user, text)])
     await ch.wait(lambda: len(ch.replies(user)) > before, what=f"the reply to user {user}")
     return pushed, (ch.replies(user)[before] - pushed["at"]) * 1000
+
+
+async def prefill(path: Path, conversation: str, exchanges: int, sender: str) -> None:
+    """``--history N``: the sequential chat already holds N answered messages, as after months without
+    ``/new``, written through the store as the daemon writes them: every tenth turn asked the clock (a
+    tool of ours, with an output), and a summary covers all but the last 20 messages."""
+    from bruce.clock import SystemClock
+    from bruce.records import ToolExecutionRecord
+    from bruce.store import Store
+    from bruce.values import MessageStatus, ToolStatus, TurnSource
+
+    store = await Store.open(path, SystemClock())
+    try:
+        channel, _, chat = conversation.partition(":")
+        await store.messages.ensure_conversation(conversation, channel, chat)
+        last = 0
+        for n in range(exchanges):
+            turn = f"history-{n}"
+            last, _ = await store.messages.add_inbound(conversation, sender_id=sender, text=f"earlier question {n}",
+                                                       platform_message_id=turn)
+            await store.messages.start_turn(turn, conversation, source=TurnSource.CHAT, inbound_message_id=last)
+            if n % 10 == 0:
+                await store.audit.record_tool_execution(ToolExecutionRecord(
+                    turn_id=turn, conversation_id=conversation, call_id=f"call-{n}", tool_name="clock.now", risk="low",
+                    input={}, output="12:00", status=ToolStatus.OK, error=None, latency_ms=1.0, source=TurnSource.CHAT))
+            reply = await store.messages.complete_turn(turn, conversation_id=conversation, reply=f"earlier answer {n}",
+                                                       llm_calls=1, tool_calls=int(n % 10 == 0), inbound_id=last)
+            await store.outbound.record_send(reply, status=MessageStatus.SENT, parts_sent=1, attempts=1, error=None)
+        if exchanges:
+            await store.messages.add_summary(conversation, "Earlier questions, all answered.",
+                                             up_to_message_id=last - 20)
+    finally:
+        await store.close()
 
 
 async def sequential(app: Any, ch: FakeChannel, args: argparse.Namespace) -> dict[str, Any]:
@@ -532,6 +571,11 @@ async def run(args: argparse.Namespace, channel: type[FakeChannel], script: str)
         await ch.start()
         config = parse_config(_config(Path(tmp.name), ch, llm, args), environ={})
         clock = SystemClock()
+        if args.history:
+            conversation = ch.conversation_of(SEQ_USER)
+            if conversation is None:
+                raise SystemExit(f"--history: {ch.kind}'s private chats are made by the fake; not supported")
+            await prefill(config.storage.path, conversation, args.history, str(SEQ_USER))
 
         # -- start-up: build_app, start, warm_up (`bruce run` now warms up before start: footprint.py) --
         t0 = time.monotonic()
@@ -583,6 +627,7 @@ async def run(args: argparse.Namespace, channel: type[FakeChannel], script: str)
             "event_loop": bruce_loop.running_loop_name(),
             "history_limit": config.assistant.history_limit,
             "summary_batch": config.assistant.summary_batch,
+            "history": args.history,
             **ch.meta(args),
         }
 
@@ -639,7 +684,8 @@ def table(res: Results, ch: type[FakeChannel]) -> str:
         f"Bruce on {ch.kind.capitalize()}  ({m['date']}, Python {m['python']}, nproc={m['nproc']}, {ch.fake_name}={m[ch.kind]}, "
         f"fake LLM={m['server']}, log={m['log_level']}, loop={m['event_loop']}{ch.table_note(m)})",
         "",
-        f"sequential: {s['messages']} messages in one private chat, LLM latency {s['latency_ms']:g} ms, "
+        f"sequential: {s['messages']} messages in one private chat"
+        f"{' holding ' + str(m['history']) + ' earlier exchanges' if m.get('history') else ''}, LLM latency {s['latency_ms']:g} ms, "
         f"next message {s['gap_ms']:g} ms after each reply",
         f"  {'metric (ms)':<40} {'p50':>8} {'p99':>8} {'mean':>8} {'max':>8}",
     ]
@@ -695,6 +741,7 @@ def parser(description: str, channel: type[FakeChannel]) -> argparse.ArgumentPar
         ("chats", int, 50, "private chats in a burst"), ("rounds", int, 3, "bursts; the median is reported"),
         ("burst-latency-ms", float, 1000.0, "fake LLM latency, bursts"),
         ("warmup", int, 3, "unmeasured warm-up messages"),
+        ("history", int, 0, "answered messages already in the sequential chat, as after months without /new"),
         ("idle-s", float, 2.0, "idle time after start before reading RSS; its CPU is reported too")]:
         p.add_argument(f"--{flag}", type=kind, default=default, help=f"{what} (default {default:g})")
     for flag, fake in [(channel.kind, channel.fake_name), ("server", "fake LLM server")]:

@@ -60,6 +60,10 @@ class Telegram(FakeChannel):
     counted = {"drafts_sent": "sendMessageDraft", "chat_actions_sent": "sendChatAction"}
 
     @staticmethod
+    def conversation_of(user: int) -> str | None:
+        return f"telegram:{user}"  # a private chat's id is its user's
+
+    @staticmethod
     def make_fake(on_call: OnCall) -> Any:
         from tests.fakes.telegram_api import FakeTelegramAPI
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -31,6 +31,30 @@ from bruce.store.rows import from_row, to_json
 from bruce.values import LLMCallStatus, ToolStatus, TurnSource
 
 __all__ = ["AuditStore"]
+
+
+# The turns of a conversation that may carry text from outside (a tool call with an output, a run of
+# an untrusted job, a message with attachments), kept when their answer is in the session. Each part
+# reads one index of v18, so a long conversation costs no more than a short one with as many tool calls.
+_ANSWERED_TURNS = (
+    "WITH candidates(id) AS ("
+    " SELECT te.turn_id FROM tool_executions te WHERE te.conversation_id = :conversation AND te.output IS NOT NULL"
+    "  AND te.tool_name NOT IN (SELECT value FROM json_each(:ours))"
+    " UNION SELECT t.id FROM proactive_jobs j CROSS JOIN turns t INDEXED BY turns_by_job"
+    "  WHERE j.untrusted = 1 AND t.job_id = j.id AND t.conversation_id = :conversation"
+    " UNION SELECT t.id FROM messages im INDEXED BY messages_with_attachments CROSS JOIN turns t"
+    "  WHERE im.conversation_id = :conversation AND im.attachments IS NOT NULL AND t.inbound_message_id = im.id)"
+    " SELECT t.id, COALESCE(j.untrusted, 0) AS untrusted_run, te.tool_name,"
+    " EXISTS (SELECT 1 FROM messages im, json_each(im.attachments) a WHERE im.id = t.inbound_message_id"
+    "  AND json_valid(im.attachments) AND json_extract(a.value, '$.kind') = 'document'"
+    "  AND json_extract(a.value, '$.chars') IS NOT NULL) AS read_document"
+    " FROM candidates c CROSS JOIN turns t"
+    " LEFT JOIN proactive_jobs j ON j.id = t.job_id"
+    " LEFT JOIN tool_executions te INDEXED BY tool_executions_by_turn ON te.turn_id = t.id AND te.output IS NOT NULL"
+    " WHERE t.id = c.id AND EXISTS (SELECT 1 FROM messages m WHERE m.turn_id = t.id AND m.direction = 'out'"
+    f"  AND m.conversation_id = :conversation AND m.id > :start AND {in_conversation('m.')})"
+    " ORDER BY t.started_at, te.id"
+)
 
 
 class AuditStore:
@@ -123,23 +147,19 @@ class AuditStore:
                                    tuple(turn_ids))
         return [_tool_execution(r) for r in rows]
 
-    async def answered_turns(self, conversation_id: str) -> list[AnsweredTurn]:
-        """The turns whose answers are in the current session (since ``/new``): in the history a turn
-        sees, or folded into the summary made during the session. With each, the tools it called
-        that returned an output, whether it was a run of an untrusted job, and whether its message
-        carried a document that was read (``bruce.media``). One indexed read."""
+    async def answered_turns(self, conversation_id: str, *, ours: Collection[str] = ()) -> list[AnsweredTurn]:
+        """The turns whose answers are in the current session (since ``/new``: in the history a turn
+        sees, or folded into the summary made during the session) and that may have brought text
+        from outside into it: those that called a tool that returned an output (with the tools),
+        the runs of an untrusted job, and those whose message carried a document that was read
+        (``bruce.media``). A turn with none of these carries nothing and is not listed; nor is one whose
+        only tools with an output are named in ``ours`` (tools whose output is not from outside).
+
+        Read from those turns outward, each found by an index (v18): the work grows with the
+        conversation's tool calls, documents and job runs, never with its messages."""
         def work(db: sqlite3.Connection) -> list[AnsweredTurn]:
-            rows = db.execute(
-                "SELECT t.id, COALESCE(j.untrusted, 0) AS untrusted_run, te.tool_name,"
-                " EXISTS (SELECT 1 FROM messages im, json_each(im.attachments) a WHERE im.id = t.inbound_message_id"
-                "  AND json_valid(im.attachments) AND json_extract(a.value, '$.kind') = 'document'"
-                "  AND json_extract(a.value, '$.chars') IS NOT NULL) AS read_document FROM turns t"
-                " LEFT JOIN proactive_jobs j ON j.id = t.job_id"
-                " LEFT JOIN tool_executions te ON te.turn_id = t.id AND te.output IS NOT NULL"
-                " WHERE t.id IN (SELECT m.turn_id FROM messages m WHERE m.conversation_id = ? AND m.id > ?"
-                f" AND m.direction = 'out' AND m.turn_id IS NOT NULL AND {in_conversation('m.')})"
-                " ORDER BY t.started_at, te.id",
-                (conversation_id, session_start(db, conversation_id))).fetchall()
+            rows = db.execute(_ANSWERED_TURNS, {"conversation": conversation_id, "ours": json.dumps(sorted(ours)),
+                                                "start": session_start(db, conversation_id)}).fetchall()
             turns: dict[str, AnsweredTurn] = {}
             for row in rows:
                 turn = turns.get(row["id"]) or AnsweredTurn(str(row["id"]), bool(row["untrusted_run"]), (),

@@ -61,6 +61,28 @@ def _history(db: sqlite3.Connection, conversation_id: str, *, limit: int, up_to_
     return [from_row(StoredMessage, r) for r in reversed(rows)]
 
 
+# Everyone who wrote in a conversation, one index step per sender (``messages_senders``, v18) however
+# long the conversation: the next sender is the least one greater than the last.
+_SENDERS = (
+    "WITH RECURSIVE s(sender) AS ("
+    " SELECT MIN(sender_id) FROM messages WHERE conversation_id = :c AND direction = 'in' AND sender_id IS NOT NULL"
+    " UNION ALL SELECT (SELECT MIN(sender_id) FROM messages WHERE conversation_id = :c AND direction = 'in'"
+    "  AND sender_id IS NOT NULL AND sender_id > s.sender) FROM s WHERE s.sender IS NOT NULL)"
+    " SELECT sender FROM s WHERE sender IS NOT NULL"
+)
+
+
+def _senders(db: sqlite3.Connection, conversation_id: str) -> frozenset[str]:
+    return frozenset(str(r["sender"]) for r in db.execute(_SENDERS, {"c": conversation_id}))
+
+
+def _senders_since(db: sqlite3.Connection, conversation_id: str, after_id: int) -> frozenset[str]:
+    """Who wrote after ``after_id`` (a session with no summary yet: a few dozen messages at most)."""
+    rows = db.execute("SELECT DISTINCT sender_id FROM messages WHERE conversation_id = ? AND direction = 'in'"
+                      " AND id > ? AND sender_id IS NOT NULL", (conversation_id, after_id))
+    return frozenset(str(r["sender_id"]) for r in rows)
+
+
 class MessageStore:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -129,10 +151,9 @@ class MessageStore:
             previous = _previous_time(db, conversation_id, inbound_id if inbound_id is not None else last + 1)
             after = max(summary.up_to_message_id if summary else 0, session_start(db, conversation_id))
             history = _history(db, conversation_id, limit=limit, up_to_id=last, after_id=after, inbound_id=inbound_id)
-            floor = 0 if summary else session_start(db, conversation_id)  # a summary folds every session before
-            senders = db.execute("SELECT DISTINCT sender_id FROM messages WHERE conversation_id = ? AND direction = 'in'"
-                                 " AND id > ? AND sender_id IS NOT NULL", (conversation_id, floor))
-            return TurnView(summary, previous, history, frozenset(str(r["sender_id"]) for r in senders))
+            # a summary folds every session before: then everyone who ever wrote in the conversation
+            senders = _senders(db, conversation_id) if summary else _senders_since(db, conversation_id, after)
+            return TurnView(summary, previous, history, senders)
 
         return await self._db.read(work)
 

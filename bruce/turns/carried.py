@@ -18,7 +18,7 @@ preview: a link past that point vouches for nothing, and reading it asks.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from bruce.contracts import ToolResult
@@ -36,15 +36,16 @@ class Carried:
     sources: list[ToolResult] = field(default_factory=list)
 
 
-async def carried_taint(store: Store, conversation_id: str, *, outside: Callable[[str], bool]) -> Carried:
+async def carried_taint(store: Store, conversation_id: str, *, ours: Collection[str]) -> Carried:
     """Whether the session of ``conversation_id`` holds an answer of a tainted turn, and the outputs
-    from outside of those turns. ``outside`` tells by a tool's contract name whether its output is
-    text from outside; a name no tool answers to any more (an MCP server gone) counts as outside."""
-    answered = await store.audit.answered_turns(conversation_id)
-    tainted = [t.id for t in answered if t.untrusted_run or t.read_document or any(map(outside, t.tools))]
+    from outside of those turns. ``ours``: the contract names of the tools whose output is not text
+    from outside; any other name is from outside, a name no tool answers to any more (an MCP server
+    gone) included. Turns that called only ours are not even read (``answered_turns``)."""
+    answered = await store.audit.answered_turns(conversation_id, ours=ours)
+    tainted = [t.id for t in answered if t.untrusted_run or t.read_document or any(n not in ours for n in t.tools)]
     if not tainted:
         return Carried()
     calls = await store.audit.tool_executions_of(tainted)
     sources = [ToolResult(call_id=c.call_id or "", name=c.tool_name, status=c.status, output=c.output,
-                          arguments=c.input) for c in calls if c.output is not None and outside(c.tool_name)]
+                          arguments=c.input) for c in calls if c.output is not None and c.tool_name not in ours]
     return Carried(True, sources)

@@ -290,8 +290,8 @@ class TurnRunner:
     async def _carried(self, scope: TurnScope) -> Carried:
         """The taint the session's history carries (``bruce.turns.carried``): a tool is from outside
         unless it is one of ours whose output is not (``untrusted_output``)."""
-        ours = {c.name for c in self._registry.offered() if not c.untrusted_output}
-        return await carried_taint(self._store, str(scope.conversation), outside=lambda name: name not in ours)
+        ours = frozenset(c.name for c in self._registry.offered() if not c.untrusted_output)
+        return await carried_taint(self._store, str(scope.conversation), ours=ours)
 
     async def _finish(
         self, scope: TurnScope, inbound: StoredMessage | None, result: TurnResult, unbacked: int = 0, *,

@@ -3,6 +3,8 @@ as pages for the admin page; idempotency keys that replay a result until they ex
 
 from __future__ import annotations
 
+import json
+
 from bruce.records import LLMCallRecord, StoredToolExecution, ToolExecutionRecord, as_dict
 from bruce.store import Store
 from bruce.values import LLMCallStatus, ToolStatus, TurnSource
@@ -183,3 +185,32 @@ async def test_a_run_of_an_untrusted_job_is_marked_so(store):
     await store.messages.complete_turn("run", conversation_id="test:c1", reply="done", llm_calls=1, tool_calls=0)
     (turn,) = await store.audit.answered_turns("test:c1")
     assert (turn.id, turn.untrusted_run, turn.tools) == ("run", True, ())
+
+
+async def test_the_session_taint_lists_documents_read_skips_our_own_tools_and_counts_an_answer_after_new(store):
+    """Only turns that may carry text from outside are listed: one that answered a document it read (not one
+    whose document could not be read), not one that called only tools named ``ours``; a turn whose answer came
+    after ``/new`` is in the new session even if it started before."""
+    await store.messages.ensure_conversation("test:1", "test", "1")
+    read = json.dumps([{"kind": "document", "name": "bill.pdf", "chars": 120}])
+    unread = json.dumps([{"kind": "document", "name": "x.zip"}])
+    for turn_id, attachments, tool in (("doc", read, None), ("zip", unread, None), ("clock", None, "clock.now")):
+        inbound, _ = await store.messages.add_inbound("test:1", sender_id="u", text=turn_id, platform_message_id=turn_id,
+                                                      attachments=attachments)
+        await store.messages.start_turn(turn_id, "test:1", source=TurnSource.CHAT, inbound_message_id=inbound)
+        if tool:
+            await store.audit.record_tool_execution(execution(turn_id, tool, output="12:00"))
+        await store.messages.complete_turn(turn_id, conversation_id="test:1", reply="ok", llm_calls=1, tool_calls=0,
+                                           inbound_id=inbound)
+    # a page read by a turn that was still running when /new arrived: its answer is stored after it
+    inbound, _ = await store.messages.add_inbound("test:1", sender_id="u", text="read", platform_message_id="late")
+    await store.messages.start_turn("late", "test:1", source=TurnSource.CHAT, inbound_message_id=inbound)
+    await store.audit.record_tool_execution(execution("late", "web.read_url", output="page"))
+    new_session, _ = await store.messages.add_inbound("test:1", sender_id="u", text="/new", platform_message_id="n")
+    await store.messages.complete_turn("late", conversation_id="test:1", reply="ok", llm_calls=1, tool_calls=1,
+                                       inbound_id=inbound)
+    turns = await store.audit.answered_turns("test:1", ours={"clock.now"})
+    assert [(t.id, t.read_document, t.tools) for t in turns] == [
+        ("doc", True, ()), ("zip", False, ()), ("late", False, ("web.read_url",))]
+    await store.messages.start_session("test:1", at_message_id=new_session)
+    assert [t.id for t in await store.audit.answered_turns("test:1", ours={"clock.now"})] == ["late"]

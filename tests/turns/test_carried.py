@@ -8,11 +8,7 @@ from bruce.turns.carried import Carried, carried_taint
 from bruce.values import ToolStatus, TurnSource
 from tests.store.test_audit import execution
 
-OURS = {"clock.now", "memory.search"}  # the registry's tools whose output is not from outside
-
-
-def outside(name: str) -> bool:
-    return name not in OURS
+OURS = frozenset({"clock.now", "memory.search"})  # the registry's tools whose output is not from outside
 
 
 async def a_turn_with(store: Store, turn_id: str, *calls: tuple[str, object]) -> None:
@@ -30,7 +26,7 @@ async def test_a_session_of_our_own_tools_carries_nothing(tmp_path, clock):
     store = await Store.open(tmp_path / "bruce.db", clock)
     try:
         await a_turn_with(store, "t1", ("clock.now", "12:00"), ("memory.search", {"facts": []}))
-        assert await carried_taint(store, "test:1", outside=outside) == Carried()
+        assert await carried_taint(store, "test:1", ours=OURS) == Carried()
     finally:
         await store.close()
 
@@ -40,7 +36,7 @@ async def test_a_page_read_earlier_taints_and_vouches_and_a_tool_gone_still_coun
     try:
         await a_turn_with(store, "t1", ("clock.now", "12:00"), ("web.read_url", {"text": "see https://b.example/2"}))
         await a_turn_with(store, "t2", ("mcp.gone.fetch", "from a server no longer configured"))
-        carried = await carried_taint(store, "test:1", outside=outside)
+        carried = await carried_taint(store, "test:1", ours=OURS)
         assert carried.tainted
         assert [(r.name, r.status, r.output, r.arguments) for r in carried.sources] == [
             ("web.read_url", ToolStatus.OK, {"text": "see https://b.example/2"}, {"url": "https://a.example/"}),
