@@ -192,10 +192,11 @@ class JobStore:
         return [(from_row(JobRunRecord, r), r["job_content"]) for r in rows]
 
     async def mark_sent_runs(self) -> int:
-        """Runs recorded ``unsent`` whose message the outbox has sent since: ``delivered``."""
+        """Runs recorded ``unsent`` whose message the outbox has sent since: ``delivered``. Each such run's
+        message is looked up by its id (not every message ever sent listed, as an ``IN`` list would be)."""
         _, count = await self._db.execute(
-            "UPDATE job_runs SET status = 'delivered', error = NULL WHERE status = 'unsent' AND message_id IN"
-            " (SELECT id FROM messages WHERE direction = 'out' AND status = 'sent')")
+            "UPDATE job_runs SET status = 'delivered', error = NULL WHERE status = 'unsent' AND EXISTS"
+            " (SELECT 1 FROM messages m WHERE m.id = job_runs.message_id AND m.direction = 'out' AND m.status = 'sent')")
         return count
 
     async def run_for(self, job_id: str, scheduled_for: str) -> JobRunRecord | None:

@@ -14,10 +14,19 @@ __all__ = ["from_row", "to_json"]
 _R = TypeVar("_R")
 
 
+# (record class, the row's columns) -> the record's fields among them: worked out once per query shape
+# (a few dozen in all, each a SELECT in this package), not for every row
+_PLANS: dict[tuple[type[Any], tuple[str, ...]], tuple[str, ...]] = {}
+
+
 def from_row(cls: type[_R], row: sqlite3.Row) -> _R:
     """Build a record from a row holding (at least) its fields."""
-    names = row.keys()
-    return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in names})  # type: ignore[arg-type]
+    key = (cls, tuple(row.keys()))
+    names = _PLANS.get(key)
+    if names is None:
+        columns = set(key[1])
+        names = _PLANS[key] = tuple(f.name for f in fields(cls) if f.name in columns)  # type: ignore[arg-type]
+    return cls(**{name: row[name] for name in names})
 
 
 def to_json(value: Any) -> str:

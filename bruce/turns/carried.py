@@ -13,7 +13,9 @@ So that a follow-up does not ask needlessly, the outputs of those earlier calls 
 outside vouch for URLs as this turn's own results do (``bruce.actions.provenance``): "open the
 second link of that page" reads a link found in the page's text. They are read back from the
 audit table, where an output longer than ``tools.audit_output_max_chars`` is kept only as a
-preview: a link past that point vouches for nothing, and reading it asks.
+preview: a link past that point vouches for nothing, and reading it asks. Only the outputs of the
+last ``SOURCE_TURNS`` turns that called tools from outside vouch (a page read long before is out of
+the history the model sees): an older page's link asks.
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from dataclasses import dataclass, field
 from bruce.contracts import ToolResult
 from bruce.store import Store
 
-__all__ = ["Carried", "carried_taint"]
+__all__ = ["Carried", "carried_taint", "SOURCE_TURNS"]
+
+# The turns whose outputs from outside vouch for URLs: the latest ones, about what the history the model
+# sees can hold (15 messages, and up to 7 more waiting to be folded). An older page's text is out of
+# the model's sight; its links ask, and a session of months of web reads does not read every one of
+# its outputs at each turn's start.
+SOURCE_TURNS = 20
 
 @dataclass(frozen=True, slots=True)
 class Carried:
@@ -40,12 +48,13 @@ async def carried_taint(store: Store, conversation_id: str, *, ours: Collection[
     """Whether the session of ``conversation_id`` holds an answer of a tainted turn, and the outputs
     from outside of those turns. ``ours``: the contract names of the tools whose output is not text
     from outside; any other name is from outside, a name no tool answers to any more (an MCP server
-    gone) included. Turns that called only ours are not even read (``answered_turns``)."""
+    gone) included. Turns that called only ours are not even read (``answered_turns``); the outputs of
+    the last ``SOURCE_TURNS`` turns that called tools from outside are the sources."""
     answered = await store.audit.answered_turns(conversation_id, ours=ours)
-    tainted = [t.id for t in answered if t.untrusted_run or t.read_document or any(n not in ours for n in t.tools)]
-    if not tainted:
+    outside = [t.id for t in answered if any(n not in ours for n in t.tools)]  # oldest first
+    if not (outside or any(t.untrusted_run or t.read_document for t in answered)):
         return Carried()
-    calls = await store.audit.tool_executions_of(tainted)
+    calls = await store.audit.tool_executions_of(outside[-SOURCE_TURNS:])
     sources = [ToolResult(call_id=c.call_id or "", name=c.tool_name, status=c.status, output=c.output,
                           arguments=c.input) for c in calls if c.output is not None and c.tool_name not in ours]
     return Carried(True, sources)

@@ -43,3 +43,19 @@ async def test_a_page_read_earlier_taints_and_vouches_and_a_tool_gone_still_coun
             ("mcp.gone.fetch", ToolStatus.OK, "from a server no longer configured", {"url": "https://a.example/"})]
     finally:
         await store.close()
+
+
+async def test_only_the_latest_pages_vouch_but_the_first_still_taints(tmp_path, clock):
+    """A session of many page reads: each turn's start reads the outputs of the last ``SOURCE_TURNS`` of
+    them (what the history can still show), not all; the session stays tainted by the first."""
+    from bruce.turns.carried import SOURCE_TURNS  # noqa: PLC0415
+
+    store = await Store.open(tmp_path / "bruce.db", clock)
+    try:
+        for n in range(SOURCE_TURNS + 5):
+            await a_turn_with(store, f"t{n:02d}", ("web.read_url", f"page {n}"), ("clock.now", "12:00"))
+        carried = await carried_taint(store, "test:1", ours=OURS)
+        assert carried.tainted
+        assert [r.output for r in carried.sources] == [f"page {n}" for n in range(5, SOURCE_TURNS + 5)]
+    finally:
+        await store.close()
