@@ -51,14 +51,12 @@ class Delivery:
     async def _artifact_files(self, scope: TurnScope) -> list[tuple[Path, str | None]]:
         """The files (and captions) of the artifacts this turn saved: stored for this
         conversation, inside the artifacts folder, each once."""
-        if self._artifacts_dir is None:
-            return []
+        saved = [r.output for r in scope.results if r.name == _ARTIFACT_SAVE and r.ok and isinstance(r.output, dict)]
+        if self._artifacts_dir is None or not saved:
+            return []  # most replies: nothing saved, no folder to resolve
         root = self._artifacts_dir.resolve()
         files: dict[Path, str | None] = {}
-        for result in scope.results:
-            output = result.output
-            if result.name != _ARTIFACT_SAVE or not result.ok or not isinstance(output, dict):
-                continue
+        for output in saved:
             artifact_id = output.get("artifact_id")  # a dry run saved nothing and has none
             record = await self._store.artifacts.get(artifact_id) if isinstance(artifact_id, str) else None
             if record is None or record.conversation_id != str(scope.conversation):
