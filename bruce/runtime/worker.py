@@ -104,12 +104,12 @@ class Worker:
             return None
         conversation = message.conversation_id
         cid = str(conversation)  # the store's and the log's form
-        await self._store.messages.ensure_conversation(cid, conversation.channel, conversation.chat_id)
         if not message.text.strip() and not message.attachments:
             return None
         limit = self._settings.max_message_chars
         if len(message.text) > limit:
             log.info("worker.message_too_long", conversation=cid, chars=len(message.text))
+            await self._store.messages.ensure_conversation(cid, conversation.channel, conversation.chat_id)
             await self._store.outbound.add(cid, message_too_long(len(message.text), limit), turn_id=None,
                                            kind=MessageKind.NOTICE)
             self._spawn(self._outbox.flush(conversation), f"outbox:{cid}")  # the channel is not kept waiting
@@ -120,6 +120,7 @@ class Worker:
             received_at=utc_iso(message.timestamp),
             status=MessageStatus.PENDING if admission is None or admission.admitted else MessageStatus.RATE_LIMITED,
             attachments=json.dumps([a.to_json() for a in message.attachments]) if message.attachments else None,
+            where=(conversation.channel, conversation.chat_id),  # a chat's first message makes its row too
         )
         if not is_new:
             if admission is not None and self._limiter is not None:

@@ -109,26 +109,37 @@ class MessageStore:
     async def add_inbound(
         self, conversation_id: str, *, sender_id: str, text: str, platform_message_id: str | None,
         received_at: str | None = None, status: MessageStatus = MessageStatus.PENDING,
-        attachments: str | None = None,
+        attachments: str | None = None, where: tuple[str, str] | None = None,
     ) -> tuple[int, bool]:
         """Store a user's message as pending (or ``rate_limited``: never answered), with the JSON
         list of its ``attachments`` (None: text only). Returns (id, is_new); a redelivered platform
-        message id returns the stored row instead of a duplicate."""
+        message id returns the stored row instead of a duplicate. ``where`` (channel, chat id): the
+        conversation's row is made too when it has none (``ensure_conversation``), in the same
+        transaction: one trip for a chat's first message, not two."""
         now = self._db.now()
-        new_id, inserted = await self._db.execute(
-            "INSERT OR IGNORE INTO messages (conversation_id, direction, role, sender_id, text,"
-            " platform_message_id, status, created_at, updated_at, attachments)"
-            " VALUES (?, 'in', 'user', ?, ?, ?, ?, ?, ?, ?)",
-            (conversation_id, sender_id, text, platform_message_id, str(status), received_at or now, now, attachments),
-        )
-        if inserted:
-            return new_id, True
-        row = await self._db.row(
-            "SELECT id FROM messages WHERE conversation_id = ? AND platform_message_id = ? AND direction = 'in'",
-            (conversation_id, platform_message_id),
-        )
-        assert row is not None
-        return int(row["id"]), False
+        make = where is not None and conversation_id not in self._known_conversations
+
+        def work(db: sqlite3.Connection) -> tuple[int, bool]:
+            if make and where is not None:
+                db.execute("INSERT OR IGNORE INTO conversations (id, channel, chat_id, created_at) VALUES (?, ?, ?, ?)",
+                           (conversation_id, *where, now))
+            cur = db.execute(
+                "INSERT OR IGNORE INTO messages (conversation_id, direction, role, sender_id, text,"
+                " platform_message_id, status, created_at, updated_at, attachments)"
+                " VALUES (?, 'in', 'user', ?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, sender_id, text, platform_message_id, str(status), received_at or now, now,
+                 attachments))
+            if cur.rowcount:
+                return int(cur.lastrowid or 0), True
+            row = db.execute("SELECT id FROM messages WHERE conversation_id = ? AND platform_message_id = ?"
+                             " AND direction = 'in'", (conversation_id, platform_message_id)).fetchone()
+            assert row is not None
+            return int(row["id"]), False
+
+        stored = await self._db.write(work)
+        if make:
+            self._known_conversations.add(conversation_id)
+        return stored
 
     async def set_status(self, message_id: int, status: MessageStatus, *, turn_id: str | None = None) -> None:
         await self._db.execute(

@@ -30,6 +30,29 @@ async def test_a_redelivered_platform_message_is_the_stored_one(store):
     assert await store.messages.max_id() == first
 
 
+async def test_a_chats_first_message_makes_its_conversation_in_the_same_write(store):
+    """``where``: the conversation's row comes with its first message, all or nothing; a write that fails
+    leaves neither (and the next message of that chat makes the row)."""
+    import pytest  # noqa: PLC0415
+
+    from bruce.errors import StoreError  # noqa: PLC0415
+
+    await store.database.execute("CREATE TEMP TRIGGER refuse BEFORE INSERT ON messages"
+                                 " BEGIN SELECT RAISE(ABORT, 'the message cannot be written'); END")
+    with pytest.raises(StoreError, match="the message cannot be written"):
+        await store.messages.add_inbound("test:9", sender_id="u", text="hi", platform_message_id="p0",
+                                         where=("test", "9"))
+    assert await store.database.rows("SELECT id FROM conversations WHERE id = 'test:9'") == []
+    await store.database.execute("DROP TRIGGER refuse")
+    first, new = await store.messages.add_inbound("test:9", sender_id="u", text="hi", platform_message_id="p1",
+                                                  where=("test", "9"))
+    again, _ = await store.messages.add_inbound("test:9", sender_id="u", text="hi", platform_message_id="p1",
+                                                where=("test", "9"))
+    assert new and again == first
+    rows = await store.database.rows("SELECT channel, chat_id FROM conversations WHERE id = 'test:9'")
+    assert [tuple(r) for r in rows] == [("test", "9")]
+
+
 async def test_what_a_turn_sees_starts_after_the_summary_and_the_session_start(store):
     one = await inbound(store, "one")
     await store.outbound.add(CONV, "reply one", turn_id=None, inbound_id=one)
