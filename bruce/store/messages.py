@@ -77,7 +77,8 @@ def _senders(db: sqlite3.Connection, conversation_id: str) -> frozenset[str]:
 
 
 def _senders_since(db: sqlite3.Connection, conversation_id: str, after_id: int) -> frozenset[str]:
-    """Who wrote after ``after_id`` (a session with no summary yet: a few dozen messages at most)."""
+    """Who wrote after ``after_id`` (its messages read by ``messages_by_conversation``): a conversation
+    with no summary yet, short unless folding keeps failing."""
     rows = db.execute("SELECT DISTINCT sender_id FROM messages WHERE conversation_id = ? AND direction = 'in'"
                       " AND id > ? AND sender_id IS NOT NULL", (conversation_id, after_id))
     return frozenset(str(r["sender_id"]) for r in rows)

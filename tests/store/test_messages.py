@@ -4,11 +4,14 @@ test_outbound.py)."""
 
 from __future__ import annotations
 
+import pytest
+
+from bruce.errors import StoreError
+from bruce.store import Store
 from bruce.values import Direction, MessageKind, MessageStatus, ToolStatus, TurnSource, TurnStatus
 from tests.store.test_audit import execution
 
 CONV = "test:1"
-from bruce.store import Store
 
 
 async def inbound(store, text: str, platform_id: str | None = None, conversation_id: str = CONV) -> int:
@@ -33,10 +36,6 @@ async def test_a_redelivered_platform_message_is_the_stored_one(store):
 async def test_a_chats_first_message_makes_its_conversation_in_the_same_write(store):
     """``where``: the conversation's row comes with its first message, all or nothing; a write that fails
     leaves neither (and the next message of that chat makes the row)."""
-    import pytest  # noqa: PLC0415
-
-    from bruce.errors import StoreError  # noqa: PLC0415
-
     await store.database.execute("CREATE TEMP TRIGGER refuse BEFORE INSERT ON messages"
                                  " BEGIN SELECT RAISE(ABORT, 'the message cannot be written'); END")
     with pytest.raises(StoreError, match="the message cannot be written"):
