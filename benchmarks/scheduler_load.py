@@ -137,7 +137,11 @@ def store_jobs(db: Path, count: int) -> None:
     with con:
         con.executemany("INSERT OR IGNORE INTO conversations (id, channel, chat_id, created_at) VALUES (?, 'bench', ?, ?)",
                         [(f"bench:c{c}", f"c{c}", stamp) for c in range(CONVERSATIONS)])
-        con.executemany("INSERT INTO proactive_jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        # the columns named: one a later migration adds (trust, person) takes its default
+        con.executemany("INSERT INTO proactive_jobs (id, conversation_id, execution_mode, content, schedule_kind,"
+                        " schedule_value, timezone, notify, description, status, next_run_at, anchor_at, failures,"
+                        " flagged, dedup_key, created_at, updated_at)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     con.close()
 
 
